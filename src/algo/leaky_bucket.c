@@ -1,0 +1,15 @@
+/* leaky_bucket.c: the leaky bucket as a shaper, as nginx's limit_req does it:
+ * admitted work drains at R per P ms, the queue holds at most C units, and an
+ * admitted request is told how long to wait (delay_ms) until the work ahead
+ * of it has drained. The state and arithmetic are the token bucket's GCRA
+ * (token_bucket.c): TAT is when the queue will be empty. */
+#include "internal.h"
+
+static int lb_decide(const sluice__params *p, sluice__state *s, int64_t now_ms, int64_t cost,
+                     sluice_decision *d, int commit) {
+    return sluice__gcra_decide(p, s, now_ms, cost, 1, d, commit);
+}
+
+const sluice__algo sluice__leaky_bucket = {
+    "leaky-bucket", lb_decide, sluice__gcra_peek, sluice__gcra_is_fresh, sluice__gcra_init,
+};

@@ -1,0 +1,155 @@
+/* sliding_log.c: the exact sliding log. Never more than L admitted in any W
+ * consecutive ms: every admission is kept, as (ms, running total) entries in a
+ * ring, until it leaves the window. Entries of one ms are merged, so the ring
+ * holds at most min(L, W) entries: O(limit) memory. Running totals make the
+ * cost in the window, and the exact retry time, binary searches: O(log n).
+ *
+ * Effective time is max(reading, newest entry): a backward reading is taken
+ * as the newest admission's time. Entries are dropped only at an admission,
+ * so a denial never changes the state. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static sluice__log_entry *at(const sluice__log *g, uint32_t i) {
+    return &g->e[(g->head + i) & (g->cap - 1)];
+}
+
+static int64_t cum_before(const sluice__log *g, uint32_t i) {
+    return i == 0 ? g->base : at(g, i - 1)->cum;
+}
+
+/* The first entry with ts > limit_ms (len when none). */
+static uint32_t first_after(const sluice__log *g, int64_t limit_ms) {
+    uint32_t lo = 0, hi = g->len;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (at(g, mid)->ts_ms > limit_ms) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+/* The first entry with cum >= target (target <= the newest cum). */
+static uint32_t first_cum(const sluice__log *g, uint32_t lo, int64_t target) {
+    uint32_t hi = g->len - 1;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (at(g, mid)->cum >= target) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+typedef struct {
+    int64_t te;    /* effective time */
+    uint32_t j;    /* first entry in the window */
+    int64_t used;  /* cost in the window */
+    int64_t newest_ms;
+} log_view;
+
+static log_view log_at(const sluice__params *p, const sluice__state *s, int64_t now_ms) {
+    const sluice__log *g = &s->log;
+    log_view v;
+    v.newest_ms = g->len ? at(g, g->len - 1)->ts_ms : now_ms;
+    v.te = v.newest_ms > now_ms ? v.newest_ms : now_ms;
+    v.j = first_after(g, v.te - p->window_ms);
+    v.used = g->len ? at(g, g->len - 1)->cum - cum_before(g, v.j) : 0;
+    return v;
+}
+
+static void log_fill(const sluice__params *p, const log_view *v, int64_t used, int64_t newest_ms,
+                     int64_t now_ms, sluice_decision *d) {
+    d->enforced = true;
+    d->part = 0;
+    d->limit = p->limit;
+    d->remaining = p->limit - used;
+    d->reset_ms = used > 0 ? newest_ms + p->window_ms - now_ms : 0;
+    d->delay_ms = 0;
+    (void)v;
+}
+
+static int log_decide(const sluice__params *p, sluice__state *s, int64_t now_ms, int64_t cost,
+                      sluice_decision *d, int commit) {
+    sluice__log *g = &s->log;
+    log_view v = log_at(p, s, now_ms);
+    if (v.used + cost > p->limit) {
+        /* Wait until entries j..q have left: the first q whose running total
+         * reaches newest + cost - L; then at ts_q + W it is admitted. */
+        int64_t target = at(g, g->len - 1)->cum + cost - p->limit;
+        uint32_t q = first_cum(g, v.j, target);
+        d->allowed = false;
+        d->retry_after_ms = at(g, q)->ts_ms + p->window_ms - now_ms;
+        log_fill(p, &v, v.used, v.newest_ms, now_ms, d);
+        return 0;
+    }
+    int merge = g->len > v.j && at(g, g->len - 1)->ts_ms == v.te;
+    if (!merge && g->len - v.j >= g->cap) return SLUICE__EGROW;
+    d->allowed = true;
+    d->retry_after_ms = 0;
+    log_fill(p, &v, v.used + cost, v.te, now_ms, d);
+    if (!commit) return 0;
+    /* drop what has left the window, then record the admission */
+    if (v.j > 0) {
+        g->base = at(g, v.j - 1)->cum;
+        g->head = (g->head + v.j) & (g->cap - 1);
+        g->len -= v.j;
+    }
+    int64_t newest = g->len ? at(g, g->len - 1)->cum : g->base;
+    if (newest > (INT64_C(1) << 62)) { /* keep running totals small */
+        for (uint32_t i = 0; i < g->len; i++) at(g, i)->cum -= g->base;
+        newest -= g->base;
+        g->base = 0;
+    }
+    if (merge) {
+        at(g, g->len - 1)->cum += cost;
+    } else {
+        g->len++;
+        at(g, g->len - 1)->ts_ms = v.te;
+        at(g, g->len - 1)->cum = newest + cost;
+    }
+    return 0;
+}
+
+static void log_peek(const sluice__params *p, const sluice__state *s, int64_t now_ms,
+                     sluice_decision *d) {
+    log_view v = log_at(p, s, now_ms);
+    d->allowed = false;
+    d->retry_after_ms = 0;
+    log_fill(p, &v, v.used, v.newest_ms, now_ms, d);
+}
+
+static int log_is_fresh(const sluice__params *p, const sluice__state *s, int64_t now_ms) {
+    return log_at(p, s, now_ms).used == 0;
+}
+
+static void log_init(const sluice__params *p, sluice__state *s) {
+    (void)p;
+    memset(&s->log, 0, sizeof s->log);
+}
+
+int sluice__log_reserve(sluice__log *g, int64_t max_entries) {
+    uint64_t cap = g->cap ? (uint64_t)g->cap * 2 : 16;
+    uint64_t most = 1;
+    while (most < (uint64_t)max_entries) most *= 2;
+    if (cap > most) cap = most;
+    if (cap <= g->len || cap > (UINT64_C(1) << 31)) return SLUICE_ENOMEM;
+    sluice__log_entry *e = malloc(cap * sizeof *e);
+    if (!e) return SLUICE_ENOMEM;
+    for (uint32_t i = 0; i < g->len; i++) e[i] = *at(g, i);
+    free(g->e);
+    g->e = e;
+    g->cap = (uint32_t)cap;
+    g->head = 0;
+    return 0;
+}
+
+void sluice__log_free(sluice__log *g) {
+    free(g->e);
+    memset(g, 0, sizeof *g);
+}
+
+const sluice__algo sluice__sliding_log = {
+    "sliding-log", log_decide, log_peek, log_is_fresh, log_init,
+};

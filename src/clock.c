@@ -1,0 +1,118 @@
+/* clock.c: where time comes from. The monotonic clock (the default), a manual
+ * clock for tests and simulations, and a clock from user callbacks. A clock
+ * also knows how to wait: a manual clock "sleeps" by advancing itself, which
+ * is how the blocking wait is tested without sleeping.
+ *
+ * The monotonic clock reads CLOCK_MONOTONIC_COARSE when the kernel says its
+ * resolution is 1 ms or finer (HZ=1000), else CLOCK_MONOTONIC; both come from
+ * the vDSO without a system call (bench/ measures them). */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <time.h>
+
+enum { CLOCK_KIND_MONOTONIC, CLOCK_KIND_MANUAL, CLOCK_KIND_CALLBACK };
+
+struct sluice_clock {
+    int kind;
+    _Atomic int64_t manual_ms;
+    int64_t (*now_fn)(void *user);
+    void (*sleep_fn)(void *user, int64_t ms);
+    void *user;
+};
+
+static const struct sluice_clock monotonic_clock = {.kind = CLOCK_KIND_MONOTONIC};
+
+/* The source the monotonic clock reads; chosen once (a race only repeats the
+ * same choice). */
+static atomic_int mono_source = -1;
+
+static clockid_t mono_id(void) {
+    int id = atomic_load_explicit(&mono_source, memory_order_relaxed);
+    if (id < 0) {
+        struct timespec res;
+        id = CLOCK_MONOTONIC;
+#ifdef CLOCK_MONOTONIC_COARSE
+        if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && res.tv_sec == 0 &&
+            res.tv_nsec <= 1000000)
+            id = CLOCK_MONOTONIC_COARSE;
+#endif
+        atomic_store_explicit(&mono_source, id, memory_order_relaxed);
+    }
+    return (clockid_t)id;
+}
+
+static int64_t clamp_time(int64_t ms) {
+    return ms < SLUICE_TIME_MIN_MS ? SLUICE_TIME_MIN_MS : ms > SLUICE_TIME_MAX_MS ? SLUICE_TIME_MAX_MS : ms;
+}
+
+const sluice_clock *sluice_clock_monotonic(void) {
+    return &monotonic_clock;
+}
+
+sluice_clock *sluice_clock_manual_new(int64_t start_ms) {
+    if (!sluice__time_ok(start_ms)) return NULL;
+    sluice_clock *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->kind = CLOCK_KIND_MANUAL;
+    atomic_init(&c->manual_ms, start_ms);
+    return c;
+}
+
+void sluice_clock_manual_advance(sluice_clock *c, int64_t ms) {
+    if (!c || c->kind != CLOCK_KIND_MANUAL) return;
+    /* readings stay within +-2^61, so a step cut to +-2^62 cannot overflow */
+    int64_t step = ms > (INT64_C(1) << 62) ? (INT64_C(1) << 62) : ms < -(INT64_C(1) << 62) ? -(INT64_C(1) << 62) : ms;
+    int64_t old = atomic_load(&c->manual_ms), next;
+    do {
+        next = clamp_time(old + step);
+    } while (!atomic_compare_exchange_weak(&c->manual_ms, &old, next));
+}
+
+void sluice_clock_manual_set(sluice_clock *c, int64_t now_ms) {
+    if (!c || c->kind != CLOCK_KIND_MANUAL) return;
+    atomic_store(&c->manual_ms, clamp_time(now_ms));
+}
+
+sluice_clock *sluice_clock_callback_new(int64_t (*now_ms)(void *user),
+                                        void (*sleep_ms)(void *user, int64_t ms), void *user) {
+    if (!now_ms) return NULL;
+    sluice_clock *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->kind = CLOCK_KIND_CALLBACK;
+    c->now_fn = now_ms;
+    c->sleep_fn = sleep_ms;
+    c->user = user;
+    return c;
+}
+
+int64_t sluice_clock_now_ms(const sluice_clock *c) {
+    if (!c || c->kind == CLOCK_KIND_MONOTONIC) {
+        struct timespec ts;
+        clock_gettime(mono_id(), &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    }
+    if (c->kind == CLOCK_KIND_MANUAL)
+        return atomic_load_explicit(&((sluice_clock *)c)->manual_ms, memory_order_acquire);
+    return c->now_fn(c->user);
+}
+
+static void real_sleep_ms(int64_t ms) {
+    struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+void sluice_clock_sleep_ms(const sluice_clock *c, int64_t ms) {
+    if (ms <= 0) return;
+    if (c && c->kind == CLOCK_KIND_MANUAL) sluice_clock_manual_advance((sluice_clock *)c, ms);
+    else if (c && c->kind == CLOCK_KIND_CALLBACK && c->sleep_fn) c->sleep_fn(c->user, ms);
+    else real_sleep_ms(ms);
+}
+
+void sluice_clock_free(sluice_clock *c) {
+    if (!c || c->kind == CLOCK_KIND_MONOTONIC) return;
+    free(c);
+}

@@ -1,0 +1,178 @@
+/* headers.c: a decision as HTTP rate-limit header fields.
+ *
+ * Writes the fields of the IETF httpapi draft "RateLimit header fields for
+ * HTTP" (draft-ietf-httpapi-ratelimit-headers, the RateLimit-Policy /
+ * RateLimit pair of versions 07 and later), plus Retry-After (RFC 9110) on a
+ * denial:
+ *
+ *   RateLimit-Policy: "api";q=10;w=1, "api.1";q=1000;w=3600\r\n
+ *   RateLimit: "api";r=0;t=1\r\n
+ *   Retry-After: 1\r\n
+ *
+ * Both draft fields are Structured Field Lists (RFC 9651) whose items are
+ * sf-strings naming a quota policy (the WG chose String over Token), with
+ * integer parameters: q (quota), w (window, seconds), r (remaining quota
+ * units), t (seconds). Every duration is rounded UP to whole seconds, so a
+ * client that obeys the headers never comes back before the real time.
+ *
+ * What q and w mean for each algorithm:
+ *   fixed window, sliding window, sliding log: q = L, w = ceil(W / 1000);
+ *   token bucket, leaky bucket: q = C, w = the time a drained bucket takes to
+ *     refill completely, C*P/R ms, in seconds rounded up (at least 1).
+ *
+ * Built on the public API only (policy accessors); no allocation, no I/O.
+ * O(parts) time. Thread-safe: it only reads its arguments. */
+#include "sluice.h"
+
+#include <string.h>
+
+/* ---- a bounded writer: appends until the buffer would overflow ---- */
+
+typedef struct {
+    char *buf;
+    size_t len; /* capacity, including the NUL                 */
+    size_t pos; /* bytes written so far (valid when !overflow) */
+    int overflow;
+} hdr_writer;
+
+static void put_bytes(hdr_writer *w, const char *s, size_t n) {
+    if (w->overflow) return;
+    /* keep one byte for the NUL */
+    if (n >= w->len - w->pos) {
+        w->overflow = 1;
+        return;
+    }
+    memcpy(w->buf + w->pos, s, n);
+    w->pos += n;
+}
+
+static void put_str(hdr_writer *w, const char *s) {
+    put_bytes(w, s, strlen(s));
+}
+
+/* A non-negative integer in decimal (sf-integer). */
+static void put_uint(hdr_writer *w, uint64_t v) {
+    char tmp[24];
+    size_t i = sizeof tmp;
+    do {
+        tmp[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    put_bytes(w, tmp + i, sizeof tmp - i);
+}
+
+/* An sf-string: DQUOTE, printable ASCII with '"' and '\' escaped, DQUOTE.
+ * Policy names are already limited to letters, digits and "-_.:", so the
+ * escapes are only a safeguard. suffix >= 1 appends ".suffix" inside the
+ * quotes (a composite part's name). */
+static void put_sf_name(hdr_writer *w, const char *name, size_t suffix) {
+    put_bytes(w, "\"", 1);
+    for (const char *c = name; *c; c++) {
+        if (*c == '"' || *c == '\\') put_bytes(w, "\\", 1);
+        put_bytes(w, c, 1);
+    }
+    if (suffix > 0) {
+        put_bytes(w, ".", 1);
+        put_uint(w, suffix);
+    }
+    put_bytes(w, "\"", 1);
+}
+
+/* ---- rounding ---- */
+
+/* ceil(ms / 1000) for ms >= 0 */
+static uint64_t ceil_seconds(int64_t ms) {
+    uint64_t u = (uint64_t)ms;
+    return u / 1000 + (u % 1000 != 0);
+}
+
+/* The quota (q) and window in seconds (w) a configuration advertises. */
+static void quota_window(const sluice_config *c, uint64_t *q, uint64_t *w_s) {
+    *q = (uint64_t)c->limit;
+    switch (c->algorithm) {
+    case SLUICE_TOKEN_BUCKET:
+    case SLUICE_LEAKY_BUCKET: {
+        /* C*P/R ms, rounded up to seconds: ceil(C*P / (1000*R)). With
+         * C <= 10^9 and P <= 2.6*10^9 the product fits 63 bits. */
+        uint64_t num = (uint64_t)c->limit * (uint64_t)c->period_ms;
+        uint64_t den = (uint64_t)c->rate * 1000u;
+        *w_s = num / den + (num % den != 0);
+        if (*w_s < 1) *w_s = 1;
+        break;
+    }
+    default: /* windows and the log: period_ms is the window */
+        *w_s = ceil_seconds(c->period_ms);
+        if (*w_s < 1) *w_s = 1;
+        break;
+    }
+}
+
+/* Printable ASCII only (an sf-string cannot carry anything else). */
+static int name_ok(const char *name) {
+    if (!name || !*name) return 0;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        if (*c < 0x20 || *c > 0x7e) return 0;
+    return 1;
+}
+
+/* ---- the public function ---- */
+
+int sluice_headers_format(const sluice_policy *p, const sluice_decision *d, char *buf, size_t len) {
+    if (!p || !d || !buf) return SLUICE_EINVAL;
+    const char *name = sluice_policy_name(p);
+    size_t n_parts = sluice_policy_n_parts(p);
+    /* A decision that cannot come from this policy: refuse it rather than
+     * write headers that lie. */
+    if (!name_ok(name) || n_parts < 1 || d->part < 0 || (size_t)d->part >= n_parts ||
+        d->remaining < 0 || d->reset_ms < 0 || d->retry_after_ms < 0)
+        return SLUICE_EINVAL;
+    for (size_t i = 0; i < n_parts; i++) {
+        const sluice_config *c = sluice_policy_part(p, i);
+        if (!c || c->limit < 1 || c->period_ms < 1 ||
+            ((c->algorithm == SLUICE_TOKEN_BUCKET || c->algorithm == SLUICE_LEAKY_BUCKET) &&
+             c->rate < 1))
+            return SLUICE_EINVAL; /* policies hold valid configurations only */
+    }
+
+    hdr_writer w = {buf, len, 0, len == 0};
+
+    /* RateLimit-Policy: one item per part, in the policy's order. */
+    put_str(&w, "RateLimit-Policy: ");
+    for (size_t i = 0; i < n_parts; i++) {
+        const sluice_config *c = sluice_policy_part(p, i);
+        uint64_t q, w_s;
+        quota_window(c, &q, &w_s);
+        if (i > 0) put_str(&w, ", ");
+        put_sf_name(&w, name, i);
+        put_str(&w, ";q=");
+        put_uint(&w, q);
+        put_str(&w, ";w=");
+        put_uint(&w, w_s);
+    }
+    put_str(&w, "\r\n");
+
+    /* RateLimit: the part with the least remaining (d->part). t is the
+     * decision's reset_ms, rounded up: by then the part is fresh again. */
+    put_str(&w, "RateLimit: ");
+    put_sf_name(&w, name, (size_t)d->part);
+    put_str(&w, ";r=");
+    put_uint(&w, (uint64_t)d->remaining);
+    put_str(&w, ";t=");
+    put_uint(&w, ceil_seconds(d->reset_ms));
+    put_str(&w, "\r\n");
+
+    /* Retry-After (delay-seconds) on denials only, rounded up so that it is
+     * never earlier than the exact retry_after_ms. */
+    if (!d->allowed) {
+        put_str(&w, "Retry-After: ");
+        put_uint(&w, ceil_seconds(d->retry_after_ms));
+        put_str(&w, "\r\n");
+    }
+
+    if (w.overflow) {
+        if (len > 0) buf[0] = 0;
+        return SLUICE_ENOMEM;
+    }
+    buf[w.pos] = 0;
+    return (int)w.pos;
+}

@@ -1,0 +1,175 @@
+/* internal.h: what the files of libsluice share and users never see.
+ *
+ * The shape: an algorithm (src/algo/) is a pure state transition
+ *   decide(params, state, now_ms, cost) -> decision, new state
+ * with no clock reads, locks, allocation or I/O; a limiter (limiter.c) or a
+ * store applies it to state it keeps atomic. Internal non-static names start
+ * with sluice__; prototypes are grouped under the file that defines them. */
+#ifndef SLUICE_INTERNAL_H
+#define SLUICE_INTERNAL_H
+
+#include "sluice.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+typedef __int128 sluice__i128;
+
+/* ---- parameters: a validated configuration, precomputed for decisions ---- */
+
+typedef struct sluice__params {
+    sluice_config cfg;
+    int64_t limit;     /* C or L                                              */
+    int64_t window_ms; /* windows and log: W                                  */
+    /* buckets (GCRA), in scaled units where 1 ms = r units and one token (one
+     * unit of cost) = p units, r/p = R/P in lowest terms. tau = C*p is the
+     * largest backlog a full-to-empty bucket holds. All < 2^62. */
+    int64_t p, r, tau;
+} sluice__params;
+
+/* ---- state ---- */
+
+/* One sliding-log entry: the newest admissions at ts_ms; cum is the running
+ * total of admitted cost up to and including this entry. */
+typedef struct {
+    int64_t ts_ms, cum;
+} sluice__log_entry;
+
+/* A ring of entries, oldest first; cap is 0 or a power of two. base is the
+ * running total before the oldest entry, so the cost of entries i..last is
+ * cum(last) - cum(i-1). */
+typedef struct {
+    sluice__log_entry *e;
+    uint32_t cap, head, len;
+    int64_t base;
+} sluice__log;
+
+typedef union sluice__state {
+    sluice__i128 tat; /* buckets: theoretical arrival time, 1/r ms units; the
+                         bucket is full at any ts >= tat                      */
+    struct {
+        int64_t index, cur;
+    } fw; /* fixed window: window index (now / W, floored) and its count     */
+    struct {
+        int64_t index, prev, cur;
+    } sw; /* sliding window: index, previous and current windows' counts     */
+    sluice__log log;
+} sluice__state;
+
+/* The lowest theoretical arrival time: a fresh, full bucket. */
+#define SLUICE__TAT_FRESH ((sluice__i128)INT64_MIN * ((sluice__i128)1 << 62))
+
+/* Returned by decide() when the log needs a larger ring: nothing changed;
+ * grow the ring (sluice__log_reserve) and decide again. */
+#define SLUICE__EGROW 1
+
+typedef struct sluice__algo {
+    const char *name; /* its name in the text form */
+    /* Fills *d for a request of cost (1 <= cost <= limit) at now_ms. When
+     * allowed and commit is set, updates *s; otherwise leaves *s untouched.
+     * Returns 0, or SLUICE__EGROW when the request would be admitted but the
+     * state needs room first (nothing changed, whatever commit). Sets
+     * d->part = 0, d->enforced = true. */
+    int (*decide)(const sluice__params *p, sluice__state *s, int64_t now_ms, int64_t cost,
+                  sluice_decision *d, int commit);
+    /* Fills *d for the state as it is at now_ms, with no request: allowed =
+     * false, retry_after_ms = 0, remaining = what is available now. */
+    void (*peek)(const sluice__params *p, const sluice__state *s, int64_t now_ms, sluice_decision *d);
+    /* True when the state at now_ms (and at any later reading) decides exactly
+     * as a fresh state would: it may be forgotten. */
+    int (*is_fresh)(const sluice__params *p, const sluice__state *s, int64_t now_ms);
+    /* Sets *s to a fresh state (owning no memory). */
+    void (*init)(const sluice__params *p, sluice__state *s);
+} sluice__algo;
+
+/* ---- "algo/token_bucket.c" ---- */
+extern const sluice__algo sluice__token_bucket;
+/* The bucket core in 64 bits. backlog = tat - now (scaled, may be <= 0 for a
+ * full bucket). Fills *d; returns 1 and sets *new_backlog when admitted.
+ * shaper: fill delay_ms (leaky bucket). */
+int sluice__gcra_core(const sluice__params *p, int64_t backlog, int64_t cost, int shaper,
+                      sluice_decision *d, int64_t *new_backlog);
+int sluice__gcra_decide(const sluice__params *p, sluice__state *s, int64_t now_ms, int64_t cost,
+                        int shaper, sluice_decision *d, int commit);
+void sluice__gcra_peek(const sluice__params *p, const sluice__state *s, int64_t now_ms,
+                       sluice_decision *d);
+int sluice__gcra_is_fresh(const sluice__params *p, const sluice__state *s, int64_t now_ms);
+void sluice__gcra_init(const sluice__params *p, sluice__state *s);
+
+/* ---- "algo/leaky_bucket.c" ---- */
+extern const sluice__algo sluice__leaky_bucket;
+
+/* ---- "algo/fixed_window.c", "algo/sliding_window.c" ---- */
+extern const sluice__algo sluice__fixed_window;
+extern const sluice__algo sluice__sliding_window;
+/* floor(a / b) for b > 0 */
+static inline int64_t sluice__floor_div(int64_t a, int64_t b) {
+    int64_t q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+static inline int64_t sluice__ceil_div(int64_t a, int64_t b) { /* a >= 0, b > 0 */
+    return a / b + (a % b != 0);
+}
+
+/* ---- "algo/sliding_log.c" ---- */
+extern const sluice__algo sluice__sliding_log;
+/* Makes room for one more entry (doubling, at most max_entries). Returns 0 or
+ * SLUICE_ENOMEM (the log unchanged). */
+int sluice__log_reserve(sluice__log *log, int64_t max_entries);
+void sluice__log_free(sluice__log *log);
+
+/* ---- "config.c" ---- */
+/* Validates c and fills *p. Returns 0 or SLUICE_EINVAL with a message. */
+int sluice__params_init(const sluice_config *c, sluice__params *p, char *err, size_t errlen);
+const sluice__algo *sluice__algo_of(sluice_algorithm a);
+
+/* ---- "limiter.c" ---- */
+/* How often callers of l met each other: CAS retries plus lock waits. Tests
+ * use it to show that a concurrency test really raced. */
+unsigned long sluice__limiter_contention(const sluice_limiter *l);
+/* Part i's state at now_ms, as its algorithm's peek() reports it. */
+void sluice__limiter_peek_part(sluice_limiter *l, size_t i, int64_t now_ms, sluice_decision *d);
+
+/* ---- "policy.c" ---- */
+struct sluice_policy {
+    char name[SLUICE_POLICY_NAME_MAX + 1];
+    size_t n_parts;
+    sluice_config parts[SLUICE_POLICY_MAX_PARTS];
+    sluice__params params[SLUICE_POLICY_MAX_PARTS];
+    const sluice__algo *algo[SLUICE_POLICY_MAX_PARTS];
+};
+/* Checks cost against every part: SLUICE_ECOST when cost < 1 or > a limit. */
+int sluice__policy_check_cost(const sluice_policy *p, int64_t cost);
+/* Decides cost against every part's state, all or nothing: when every part
+ * admits, updates all states; otherwise none. Fills the combined decision.
+ * Returns 0 or SLUICE__EGROW (with *grow_part set; nothing changed). */
+int sluice__policy_decide(const sluice_policy *p, sluice__state *states, int64_t now_ms,
+                          int64_t cost, sluice_decision *d, size_t *grow_part);
+
+/* ---- "clock.c" ---- */
+/* A reading checked against the accepted range. */
+static inline int sluice__time_ok(int64_t now_ms) {
+    return now_ms >= SLUICE_TIME_MIN_MS && now_ms <= SLUICE_TIME_MAX_MS;
+}
+
+/* ---- "lock.c" and inline: the small lock of limiters and stores ---- */
+/* Test-and-test-and-set: uncontended, one atomic exchange to take and one
+ * release store to give; contended, it spins briefly then yields. */
+typedef struct {
+    atomic_int held;
+    atomic_uint contended; /* times a taker found it held (tests read it) */
+} sluice__lock;
+void sluice__lock_slow(sluice__lock *l);
+static inline void sluice__lock_take(sluice__lock *l) {
+    if (atomic_exchange_explicit(&l->held, 1, memory_order_acquire)) sluice__lock_slow(l);
+}
+static inline void sluice__lock_give(sluice__lock *l) {
+    atomic_store_explicit(&l->held, 0, memory_order_release);
+}
+
+/* ---- "error.c" ---- */
+/* snprintf into err (when err && errlen), like a message channel. */
+void sluice__errf(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif /* SLUICE_INTERNAL_H */

@@ -1,0 +1,206 @@
+/* limiter.c: one limiter, many threads. A limiter applies its policy's
+ * algorithms (src/algo/) to state it keeps atomic, in one of two ways:
+ *
+ *  - word: a one-part token or leaky bucket keeps its whole state, the GCRA
+ *    theoretical arrival time, in one 64-bit word relative to the limiter's
+ *    creation (epoch), and updates it with compare-and-swap: lock-free, and a
+ *    denial writes nothing. When a reading lies so far from the epoch that the
+ *    word would overflow, the state moves for good to the 128-bit form under
+ *    the lock (the word then holds WORD_MOVED).
+ *  - locked: every other policy keeps sluice__state per part under a small
+ *    lock held for one decision's arithmetic.
+ *
+ * Also here: the blocking wait, which sleeps on the limiter's clock. */
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define WORD_MOVED INT64_MIN
+#define WORD_FRESH (INT64_MIN + 1) /* a fresh, full bucket: TAT = -infinity */
+
+enum { KIND_WORD, KIND_LOCKED };
+
+struct sluice_limiter {
+    /* hot: read by every decision; the word is written by admissions */
+    _Alignas(64) _Atomic int64_t word; /* KIND_WORD: TAT - epoch*r, scaled */
+    int kind;
+    int shaper;      /* KIND_WORD: a leaky bucket (fills delay_ms) */
+    int64_t epoch_ms;
+    int64_t max_cost; /* the least limit of the parts */
+    atomic_ulong cas_retries; /* KIND_WORD: failed CASes (contention)   */
+    sluice__params fast; /* KIND_WORD: the one part's parameters */
+    const sluice_clock *clock;
+    /* the locked state */
+    _Alignas(64) sluice__lock lock;
+    sluice__state st[SLUICE_POLICY_MAX_PARTS];
+    sluice_policy policy;
+};
+
+/* ---- the locked path ---- */
+
+static int64_t log_max_entries(const sluice__params *p) {
+    return p->limit < p->window_ms ? p->limit : p->window_ms;
+}
+
+/* Decides with the lock held. */
+static int decide_locked(sluice_limiter *l, int64_t cost, int64_t now_ms, sluice_decision *d) {
+    for (;;) {
+        size_t g = 0;
+        int rc = sluice__policy_decide(&l->policy, l->st, now_ms, cost, d, &g);
+        if (rc != SLUICE__EGROW) return rc;
+        rc = sluice__log_reserve(&l->st[g].log, log_max_entries(&l->policy.params[g]));
+        if (rc) return rc;
+    }
+}
+
+static int acquire_locked(sluice_limiter *l, int64_t cost, int64_t now_ms, sluice_decision *d) {
+    sluice__lock_take(&l->lock);
+    int rc = decide_locked(l, cost, now_ms, d);
+    sluice__lock_give(&l->lock);
+    return rc;
+}
+
+/* Moves a word limiter's state to the locked 128-bit form (once), then
+ * decides there. */
+static int move_and_acquire(sluice_limiter *l, int64_t cost, int64_t now_ms, sluice_decision *d) {
+    sluice__lock_take(&l->lock);
+    int64_t w = atomic_load_explicit(&l->word, memory_order_acquire);
+    while (w != WORD_MOVED) {
+        l->st[0].tat = w == WORD_FRESH ? SLUICE__TAT_FRESH
+                                       : (sluice__i128)w + (sluice__i128)l->epoch_ms * l->fast.r;
+        if (atomic_compare_exchange_strong_explicit(&l->word, &w, WORD_MOVED, memory_order_acq_rel,
+                                                    memory_order_acquire))
+            break;
+    }
+    int rc = decide_locked(l, cost, now_ms, d);
+    sluice__lock_give(&l->lock);
+    return rc;
+}
+
+/* ---- the word path: O(1), one CAS on an admission, none on a denial ---- */
+
+static int acquire_word(sluice_limiter *l, int64_t cost, int64_t now_ms, sluice_decision *d) {
+    const sluice__params *p = &l->fast;
+    int64_t ts, b, nb, nw;
+    /* both within +-2^61: the difference fits */
+    if (__builtin_mul_overflow(now_ms - l->epoch_ms, p->r, &ts))
+        return move_and_acquire(l, cost, now_ms, d);
+    int64_t w = atomic_load_explicit(&l->word, memory_order_acquire);
+    for (;;) {
+        if (w == WORD_MOVED) return acquire_locked(l, cost, now_ms, d);
+        if (w == WORD_FRESH || w <= ts) b = 0;
+        else if (__builtin_sub_overflow(w, ts, &b)) return move_and_acquire(l, cost, now_ms, d);
+        if (!sluice__gcra_core(p, b, cost, l->shaper, d, &nb)) return 0; /* denied */
+        if (__builtin_add_overflow(ts, nb, &nw) || nw <= WORD_FRESH)
+            return move_and_acquire(l, cost, now_ms, d);
+        if (atomic_compare_exchange_weak_explicit(&l->word, &w, nw, memory_order_acq_rel,
+                                                  memory_order_acquire))
+            return 0;
+        atomic_fetch_add_explicit(&l->cas_retries, 1, memory_order_relaxed);
+    }
+}
+
+/* ---- public ---- */
+
+int sluice_limiter_new_policy(const sluice_policy *p, const sluice_clock *clock,
+                              sluice_limiter **out) {
+    if (!p || !out || p->n_parts < 1 || p->n_parts > SLUICE_POLICY_MAX_PARTS) return SLUICE_EINVAL;
+    if (!clock) clock = sluice_clock_monotonic();
+    int64_t now_ms = sluice_clock_now_ms(clock);
+    if (!sluice__time_ok(now_ms)) return SLUICE_EINVAL;
+    size_t size = (sizeof(sluice_limiter) + 63) / 64 * 64;
+    sluice_limiter *l = aligned_alloc(64, size);
+    if (!l) return SLUICE_ENOMEM;
+    memset(l, 0, size);
+    l->policy = *p;
+    l->clock = clock;
+    l->epoch_ms = now_ms;
+    l->max_cost = SLUICE_LIMIT_MAX;
+    for (size_t i = 0; i < p->n_parts; i++) {
+        p->algo[i]->init(&p->params[i], &l->st[i]);
+        if (p->params[i].limit < l->max_cost) l->max_cost = p->params[i].limit;
+    }
+    sluice_algorithm a = p->parts[0].algorithm;
+    if (p->n_parts == 1 && (a == SLUICE_TOKEN_BUCKET || a == SLUICE_LEAKY_BUCKET)) {
+        l->kind = KIND_WORD;
+        l->shaper = a == SLUICE_LEAKY_BUCKET;
+        l->fast = p->params[0];
+    } else {
+        l->kind = KIND_LOCKED;
+    }
+    atomic_init(&l->word, WORD_FRESH);
+    atomic_init(&l->lock.held, 0);
+    atomic_init(&l->lock.contended, 0);
+    atomic_init(&l->cas_retries, 0);
+    *out = l;
+    return SLUICE_OK;
+}
+
+int sluice_limiter_new(const sluice_config *c, const sluice_clock *clock, sluice_limiter **out) {
+    sluice_policy *p;
+    if (!c || !out) return SLUICE_EINVAL;
+    int rc = sluice_policy_new("default", c, 1, &p);
+    if (rc) return rc;
+    rc = sluice_limiter_new_policy(p, clock, out);
+    sluice_policy_free(p);
+    return rc;
+}
+
+int sluice_acquire_at(sluice_limiter *l, int64_t cost, int64_t now_ms, sluice_decision *out) {
+    if (!l || !out || !sluice__time_ok(now_ms)) return SLUICE_EINVAL;
+    if (cost < 1 || cost > l->max_cost) return SLUICE_ECOST;
+    if (l->kind == KIND_WORD) return acquire_word(l, cost, now_ms, out);
+    return acquire_locked(l, cost, now_ms, out);
+}
+
+int sluice_acquire(sluice_limiter *l, int64_t cost, sluice_decision *out) {
+    if (!l) return SLUICE_EINVAL;
+    return sluice_acquire_at(l, cost, sluice_clock_now_ms(l->clock), out);
+}
+
+int sluice_acquire_wait(sluice_limiter *l, int64_t cost, int64_t timeout_ms, sluice_decision *out) {
+    if (!l || !out || timeout_ms < 0) return SLUICE_EINVAL;
+    int64_t start_ms = sluice_clock_now_ms(l->clock);
+    int64_t deadline_ms = timeout_ms > SLUICE_TIME_MAX_MS - start_ms ? SLUICE_TIME_MAX_MS
+                                                                     : start_ms + timeout_ms;
+    for (int64_t now_ms = start_ms;; now_ms = sluice_clock_now_ms(l->clock)) {
+        if (now_ms > deadline_ms) return SLUICE_ETIMEDOUT; /* overslept: never admit late */
+        int rc = sluice_acquire_at(l, cost, now_ms, out);
+        if (rc || out->allowed) return rc;
+        if (out->retry_after_ms > deadline_ms - now_ms) return SLUICE_ETIMEDOUT;
+        sluice_clock_sleep_ms(l->clock, out->retry_after_ms);
+    }
+}
+
+unsigned long sluice__limiter_contention(const sluice_limiter *l) {
+    return atomic_load_explicit(&l->cas_retries, memory_order_relaxed) +
+           atomic_load_explicit(&l->lock.contended, memory_order_relaxed);
+}
+
+void sluice__limiter_peek_part(sluice_limiter *l, size_t i, int64_t now_ms, sluice_decision *d) {
+    sluice__lock_take(&l->lock);
+    if (l->kind == KIND_WORD) {
+        int64_t w = atomic_load(&l->word);
+        if (w != WORD_MOVED)
+            l->st[0].tat = w == WORD_FRESH ? SLUICE__TAT_FRESH
+                                           : (sluice__i128)w + (sluice__i128)l->epoch_ms * l->fast.r;
+    }
+    l->policy.algo[i]->peek(&l->policy.params[i], &l->st[i], now_ms, d);
+    sluice__lock_give(&l->lock);
+}
+
+const sluice_policy *sluice_limiter_policy(const sluice_limiter *l) {
+    return l ? &l->policy : NULL;
+}
+
+const sluice_clock *sluice_limiter_clock(const sluice_limiter *l) {
+    return l ? l->clock : NULL;
+}
+
+void sluice_limiter_free(sluice_limiter *l) {
+    if (!l) return;
+    for (size_t i = 0; i < l->policy.n_parts; i++)
+        if (l->policy.algo[i] == &sluice__sliding_log) sluice__log_free(&l->st[i].log);
+    free(l);
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# test_symbols.sh: the shared library exports the public API and nothing else.
+# Every exported symbol starts with sluice_ (never the internal sluice__), and
+# there are enough of them that the check cannot pass on an empty library.
+# The library: $SLUICE_SHARED_LIB (set by ctest), or the first argument, or
+# libsluice.so in $SLUICE_BUILD_DIR.
+set -uo pipefail
+
+lib=${1:-${SLUICE_SHARED_LIB:-}}
+if [ -z "$lib" ] && [ -n "${SLUICE_BUILD_DIR:-}" ]; then
+    lib=$SLUICE_BUILD_DIR/libsluice.so
+fi
+if [ -z "$lib" ] || [ ! -f "$lib" ]; then
+    echo "FAIL: no shared library to check (got '${lib}')" >&2
+    exit 1
+fi
+if ! command -v nm >/dev/null; then
+    echo "FAIL: nm not found (make deps installs binutils)" >&2
+    exit 1
+fi
+
+min_exports=20
+if ! syms=$(nm -D --defined-only "$lib"); then
+    echo "FAIL: nm -D --defined-only $lib" >&2
+    exit 1
+fi
+
+# "ADDRESS TYPE NAME[@VERSION]". Absolute symbols (A) are the linker's own.
+exported=$(printf '%s\n' "$syms" | awk 'NF >= 3 && $2 != "A" { sub(/@.*/, "", $3); print $2, $3 }')
+# Linker-made entry points, and what a sanitizer build may add.
+allowed='^(_init|_fini|_edata|_end|__bss_start|__(asan|ubsan|tsan|sanitizer|lsan)_.*)$'
+
+failures=0
+bad=$(printf '%s\n' "$exported" | awk -v re="$allowed" '$2 !~ /^sluice_/ && $2 !~ re')
+if [ -n "$bad" ]; then
+    echo "FAIL: exported symbols without the sluice_ prefix (type name):" >&2
+    printf '  %s\n' "$bad" >&2
+    failures=$((failures + 1))
+fi
+internal=$(printf '%s\n' "$exported" | awk '$2 ~ /^sluice__/')
+if [ -n "$internal" ]; then
+    echo "FAIL: internal sluice__ symbols are exported (mark them static or keep them out of SLUICE_EXTERN):" >&2
+    printf '  %s\n' "$internal" >&2
+    failures=$((failures + 1))
+fi
+functions=$(printf '%s\n' "$exported" | awk '$1 ~ /^[TtWi]$/ && $2 ~ /^sluice_/ && $2 !~ /^sluice__/' | wc -l)
+if [ "$functions" -lt "$min_exports" ]; then
+    echo "FAIL: only $functions sluice_ functions exported by $lib (expected at least $min_exports)" >&2
+    failures=$((failures + 1))
+fi
+
+if [ "$failures" -ne 0 ]; then
+    exit 1
+fi
+echo "test_symbols: ok: $functions sluice_ functions exported by $(basename "$lib"), nothing else"
