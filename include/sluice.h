@@ -286,6 +286,102 @@ SLUICE_EXTERN const sluice_clock *sluice_limiter_clock(const sluice_limiter *l);
 SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
 
 /* ------------------------------------------------------------------------ */
+/* Stores: per-key state                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* A store holds one state per (policy, key) pair, so one store serves many
+ * policies (tiers, endpoints) and the same policy runs on any store. It is
+ * chosen by URL, not by code:
+ *   "memory:"            in-process (the default), e.g.
+ *                        "memory:?max_keys=100000&on_full=refuse"
+ * URL query parameters override the options struct. Unknown or malformed
+ * parameters are SLUICE_EINVAL, with a message naming them.
+ *
+ * A store is thread-safe: any number of threads may call sluice_store_*()
+ * on one store at once (except _close). Each decision is atomic for its key;
+ * decisions on different keys do not wait on one another (the memory store
+ * is split into independently locked shards).
+ *
+ * Keys are byte strings (NUL bytes allowed) of 1..SLUICE_KEY_MAX bytes.
+ *
+ * Policies are told apart by name and configuration: a policy whose
+ * configuration changes under the same name is a different policy to the
+ * store, and every key starts fresh under it (the old states are forgotten
+ * or evicted in time). So a state is only ever read by the algorithm and
+ * parameters that wrote it.
+ *
+ * Time: a store's time never runs backwards. A reading below the highest one
+ * the store has seen is taken as that highest reading (for the memory store:
+ * the highest of its shard). This is what lets a store forget a fresh key
+ * without changing any later decision.
+ *
+ * Memory: at most max_keys keys are held (default 1,000,000). A key whose
+ * state is equal to a fresh state is forgotten, losslessly, when room is
+ * needed. When the keys' shard is full of keys that are not fresh,
+ * on_full=evict (the default) evicts the least recently used one by the
+ * CLOCK approximation (counted as forced), and on_full=refuse returns
+ * SLUICE_EFULL for the new key and changes nothing. Keys already held are
+ * always decided. */
+#define SLUICE_KEY_MAX 512
+#define SLUICE_MAX_KEYS_DEFAULT 1000000
+#define SLUICE_MAX_KEYS_MAX 1000000000
+
+typedef struct sluice_store sluice_store;
+
+typedef enum { SLUICE_ON_FULL_EVICT = 0, SLUICE_ON_FULL_REFUSE = 1 } sluice_on_full;
+
+/* Options that may grow: set size with SLUICE_STORE_OPTIONS_INIT, so that
+ * adding a field never breaks a caller. Zero fields mean defaults. */
+typedef struct sluice_store_options {
+    size_t size;               /* sizeof(sluice_store_options)              */
+    int64_t max_keys;          /* 1..SLUICE_MAX_KEYS_MAX; 0: the default     */
+    sluice_on_full on_full;    /* what a full store does with a new key      */
+    const sluice_clock *clock; /* for sluice_store_acquire; NULL: monotonic  */
+} sluice_store_options;
+#define SLUICE_STORE_OPTIONS_INIT {sizeof(sluice_store_options), 0, SLUICE_ON_FULL_EVICT, NULL}
+
+/* Counters since the store was opened. */
+typedef struct sluice_store_stats {
+    int64_t keys;      /* keys held now                                    */
+    int64_t capacity;  /* max_keys                                         */
+    int64_t allowed;   /* decisions that admitted                          */
+    int64_t denied;    /* decisions that denied                            */
+    int64_t forgotten; /* fresh keys dropped, losslessly                   */
+    int64_t evicted;   /* keys that were not fresh, evicted by force       */
+    int64_t refused;   /* new keys refused with SLUICE_EFULL               */
+} sluice_store_stats;
+
+/* Opens the store named by url. Errors: SLUICE_EINVAL (bad URL or option),
+ * SLUICE_ENOMEM. *out is NULL on failure. */
+SLUICE_EXTERN int sluice_store_open(const char *url, const sluice_store_options *opts,
+                                    sluice_store **out);
+/* The same, with a message saying what was wrong in err (NUL-terminated,
+ * truncated to errlen) when it fails. */
+SLUICE_EXTERN int sluice_store_open_err(const char *url, const sluice_store_options *opts,
+                                        sluice_store **out, char *err, size_t errlen);
+/* Decides a request of cost for key under policy p, at the store's clock.
+ * Returns 0 with *out filled; SLUICE_ECOST (cost < 1 or above a part's
+ * limit), SLUICE_EINVAL (NULL arguments, key length 0 or > SLUICE_KEY_MAX, a
+ * reading outside the accepted range), SLUICE_EFULL (a new key, a full store
+ * and on_full=refuse), SLUICE_ENOMEM. Errors and denials change no state. */
+SLUICE_EXTERN int sluice_store_acquire(sluice_store *s, const sluice_policy *p, const void *key,
+                                       size_t key_len, int64_t cost, sluice_decision *out);
+/* The same at the caller's reading now_ms of the store's clock. */
+SLUICE_EXTERN int sluice_store_acquire_at(sluice_store *s, const sluice_policy *p, const void *key,
+                                          size_t key_len, int64_t cost, int64_t now_ms,
+                                          sluice_decision *out);
+/* Fills *out. Errors: SLUICE_EINVAL for NULL arguments. */
+SLUICE_EXTERN int sluice_store_stats_get(sluice_store *s, sluice_store_stats *out);
+/* A message about the last failure of a call on s in this store (for
+ * remote stores, the server's own words); "" when there is none. The text is
+ * owned by s and valid until the next call on s. */
+SLUICE_EXTERN const char *sluice_store_errmsg(const sluice_store *s);
+/* The store's URL scheme name ("memory"). */
+SLUICE_EXTERN const char *sluice_store_kind(const sluice_store *s);
+/* NULL is a no-op. No call may be in progress on s. */
+SLUICE_EXTERN void sluice_store_close(sluice_store *s);
+
+/* ------------------------------------------------------------------------ */
 /* HTTP headers                                                              */
 /* ------------------------------------------------------------------------ */
 

@@ -119,6 +119,9 @@ int sluice__log_reserve(sluice__log *log, int64_t max_entries);
 void sluice__log_free(sluice__log *log);
 
 /* ---- "config.c" ---- */
+/* Parses text[begin..end), with positions in messages relative to text. */
+int sluice__config_parse_span(const char *text, size_t begin, size_t end, sluice_config *out,
+                              char *err, size_t errlen);
 /* Validates c and fills *p. Returns 0 or SLUICE_EINVAL with a message. */
 int sluice__params_init(const sluice_config *c, sluice__params *p, char *err, size_t errlen);
 const sluice__algo *sluice__algo_of(sluice_algorithm a);
@@ -132,6 +135,7 @@ void sluice__limiter_peek_part(sluice_limiter *l, size_t i, int64_t now_ms, slui
 
 /* ---- "policy.c" ---- */
 struct sluice_policy {
+    uint64_t serial; /* unique per policy object made (copies share it) */
     char name[SLUICE_POLICY_NAME_MAX + 1];
     size_t n_parts;
     sluice_config parts[SLUICE_POLICY_MAX_PARTS];

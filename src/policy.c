@@ -11,9 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* "config.c": parses text[begin..end), positions relative to text. */
-int sluice__config_parse_span(const char *text, size_t begin, size_t end, sluice_config *out,
-                              char *err, size_t errlen);
+/* Policy objects are numbered so stores can recognise one cheaply. */
+static atomic_uint_fast64_t next_serial = 1;
 
 /* 1..64 bytes of letters, digits and "-_.:" (names appear in HTTP headers). */
 static int check_name(const char *name, char *err, size_t errlen) {
@@ -61,6 +60,7 @@ static int make(const char *name, const sluice_config *parts, size_t n_parts, sl
         sluice__errf(err, errlen, "out of memory");
         return SLUICE_ENOMEM;
     }
+    tmp.serial = atomic_fetch_add_explicit(&next_serial, 1, memory_order_relaxed);
     *p = tmp;
     *out = p;
     return 0;

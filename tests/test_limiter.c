@@ -87,8 +87,8 @@ static void check_exact(const char *spec, long capacity, int64_t reading) {
         sluice_clock *c = sluice_clock_manual_new(1000);
         sluice_limiter *l = make(spec, c);
         REQUIRE(l != NULL);
-        /* each thread tries enough to drain it alone */
-        long got = race_all(l, reading, (int)(capacity / 2 + 50), 1);
+        /* together they try twice the capacity */
+        long got = race_all(l, reading, (int)(capacity / 4 + 50), 1);
         if (got != capacity) fprintf(stderr, "%s: admitted %ld of %ld\n", spec, got, capacity);
         CHECK_EQ(got, capacity);
         raced = sluice__limiter_contention(l) > 0;
@@ -100,20 +100,21 @@ static void check_exact(const char *spec, long capacity, int64_t reading) {
 }
 
 TEST(threads_token_bucket_exact) {
-    check_exact("token-bucket capacity=1000 rate=1/s", 1000, INT64_MIN);
-    check_exact("token-bucket capacity=1000 rate=1/s", 1000, 5000);
+    check_exact("token-bucket capacity=100000 rate=1/s", 100000, INT64_MIN);
+    check_exact("token-bucket capacity=100000 rate=1/s", 100000, 5000);
 }
-TEST(threads_leaky_bucket_exact) { check_exact("leaky-bucket capacity=1000 rate=1/h", 1000, INT64_MIN); }
-TEST(threads_fixed_window_exact) { check_exact("fixed-window limit=1000 window=1h", 1000, INT64_MIN); }
-TEST(threads_sliding_window_exact) { check_exact("sliding-window limit=1000 window=1h", 1000, INT64_MIN); }
-TEST(threads_sliding_log_exact) { check_exact("sliding-log limit=1000 window=1h", 1000, INT64_MIN); }
+TEST(threads_leaky_bucket_exact) { check_exact("leaky-bucket capacity=100000 rate=1/h", 100000, INT64_MIN); }
+TEST(threads_fixed_window_exact) { check_exact("fixed-window limit=20000 window=1h", 20000, INT64_MIN); }
+TEST(threads_sliding_window_exact) { check_exact("sliding-window limit=20000 window=1h", 20000, INT64_MIN); }
+TEST(threads_sliding_log_exact) { check_exact("sliding-log limit=20000 window=1h", 20000, INT64_MIN); }
 TEST(threads_composite_exact) {
-    check_exact("token-bucket capacity=1000 rate=1/s; fixed-window limit=600 window=1h", 600, INT64_MIN);
+    check_exact("token-bucket capacity=30000 rate=1/s; fixed-window limit=20000 window=1h", 20000,
+                INT64_MIN);
 }
 /* Far from the limiter's creation the one-word state overflows; every thread
  * moves it to the locked form at once, and the count stays exact. */
 TEST(threads_token_bucket_moving_exact) {
-    check_exact("token-bucket capacity=500 rate=999999937/7s", 500, INT64_C(1) << 60);
+    check_exact("token-bucket capacity=20000 rate=999999937/7s", 20000, INT64_C(1) << 60);
 }
 
 /* The seed's last scenario: 8 threads x 50 attempts on capacity 100. */
