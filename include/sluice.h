@@ -311,9 +311,8 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  * parameters that wrote it.
  *
  * Time: a store's time never runs backwards. A reading below the highest one
- * the store has seen is taken as that highest reading (for the memory store:
- * the highest of its shard). This is what lets a store forget a fresh key
- * without changing any later decision.
+ * the store has seen is taken as that highest reading. This is what lets a
+ * store forget a fresh key without changing any later decision.
  *
  * Memory: at most max_keys keys are held (default 1,000,000). A key whose
  * state is equal to a fresh state is forgotten, losslessly, when room is
@@ -372,9 +371,9 @@ SLUICE_EXTERN int sluice_store_acquire_at(sluice_store *s, const sluice_policy *
                                           sluice_decision *out);
 /* Fills *out. Errors: SLUICE_EINVAL for NULL arguments. */
 SLUICE_EXTERN int sluice_store_stats_get(sluice_store *s, sluice_store_stats *out);
-/* A message about the last failure of a call on s in this store (for
- * remote stores, the server's own words); "" when there is none. The text is
- * owned by s and valid until the next call on s. */
+/* The message of the calling thread's last failed call on s (for remote
+ * stores, the server's own words); "" when there is none. Per thread, so it
+ * is safe while other threads use s; valid until this thread's next call. */
 SLUICE_EXTERN const char *sluice_store_errmsg(const sluice_store *s);
 /* The store's URL scheme name ("memory"). */
 SLUICE_EXTERN const char *sluice_store_kind(const sluice_store *s);

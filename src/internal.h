@@ -171,6 +171,69 @@ static inline void sluice__lock_give(sluice__lock *l) {
     atomic_store_explicit(&l->held, 0, memory_order_release);
 }
 
+/* ---- "store/store.c": what every store shares ---- */
+#define SLUICE__URL_MAX_PARAMS 16
+
+/* A store URL taken apart: "scheme:path?k=v&k=v". Pointers into the URL. */
+typedef struct {
+    char scheme[16];
+    const char *path;
+    size_t path_len;
+    struct {
+        const char *key, *value;
+        size_t key_len, value_len;
+    } params[SLUICE__URL_MAX_PARAMS];
+    size_t n_params;
+} sluice__url;
+
+/* Options, after the struct and then the URL have had their say. */
+typedef struct {
+    int64_t max_keys;
+    sluice_on_full on_full;
+    const sluice_clock *clock;
+} sluice__store_config;
+
+typedef struct sluice__store_ops {
+    const char *scheme;
+    /* Opens a store of this kind; unknown URL parameters are errors. */
+    int (*open)(const sluice__url *url, const sluice__store_config *cfg, sluice_store **out,
+                char *err, size_t errlen);
+    /* Arguments are checked (key length, cost, reading) before this is called. */
+    int (*acquire_at)(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                      int64_t cost, int64_t now_ms, sluice_decision *out);
+    void (*stats)(sluice_store *s, sluice_store_stats *out);
+    void (*close)(sluice_store *s);
+} sluice__store_ops;
+
+/* The head of every store; each kind's struct starts with it. */
+struct sluice_store {
+    const sluice__store_ops *ops;
+    const sluice_clock *clock;
+};
+/* Sets the calling thread's message for sluice_store_errmsg(s). */
+void sluice__store_errf(const sluice_store *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Reads URL parameter i as an integer in lo..hi into *out, or explains. */
+int sluice__url_int(const sluice__url *url, size_t i, int64_t lo, int64_t hi, int64_t *out,
+                    char *err, size_t errlen);
+/* Whether URL parameter i is named name. */
+int sluice__url_is(const sluice__url *url, size_t i, const char *name);
+
+/* ---- "store/memory.c" ---- */
+extern const sluice__store_ops sluice__memory_store;
+/* Test hook: from now on every key of s hashes alike (decisions stay right,
+ * only slower). */
+void sluice__memory_store_collide(sluice_store *s);
+/* Test hook: whether s holds state for (p, key) now. */
+int sluice__memory_store_holds(sluice_store *s, const sluice_policy *p, const void *key, size_t len);
+
+/* ---- "hash.c" ---- */
+/* SipHash of data under the 128-bit key: 1-3 for stores, 2-4 for tests
+ * against the published vectors. */
+uint64_t sluice__siphash13(const uint64_t key[2], const void *data, size_t len);
+uint64_t sluice__siphash24(const uint64_t key[2], const void *data, size_t len);
+
 /* ---- "error.c" ---- */
 /* snprintf into err (when err && errlen), like a message channel. */
 void sluice__errf(char *err, size_t errlen, const char *fmt, ...)

@@ -98,7 +98,8 @@ if run "$tmp/cmake-configure.log" "$cmake_bin" -S "$tmp/consumer" -B "$tmp/consu
    run "$tmp/cmake-build.log" "$cmake_bin" --build "$tmp/consumer/build"; then
     check_run "find_package sluice::sluice" "$tmp/consumer/build/consumer_shared"
     check_run "find_package sluice::sluice_static" "$tmp/consumer/build/consumer_static"
-    if command -v ldd >/dev/null && ! ldd "$tmp/consumer/build/consumer_shared" | grep -q 'libsluice\.so\.0'; then
+    # ldd's whole output first: grep -q under pipefail could SIGPIPE it
+    if command -v ldd >/dev/null && ! grep -q 'libsluice\.so\.0' <<<"$(ldd "$tmp/consumer/build/consumer_shared")"; then
         fail "find_package sluice::sluice: consumer is not linked to libsluice.so.0"
     fi
 else

@@ -80,7 +80,9 @@ static long race_all(sluice_limiter *l, int64_t now_ms, int attempts, int64_t co
 }
 
 /* Admits exactly the capacity, and the threads really met (retried until they
- * did, a few times: a test that cannot have raced proves nothing). */
+ * did, a few times: a test that cannot have raced proves nothing). Rounds
+ * are long enough (tens of ms) that the threads overlap even when the
+ * machine is busy with other tests. */
 static void check_exact(const char *spec, long capacity, int64_t reading) {
     int raced = 0;
     for (int round = 0; round < 20 && !raced; round++) {
@@ -100,21 +102,21 @@ static void check_exact(const char *spec, long capacity, int64_t reading) {
 }
 
 TEST(threads_token_bucket_exact) {
-    check_exact("token-bucket capacity=100000 rate=1/s", 100000, INT64_MIN);
-    check_exact("token-bucket capacity=100000 rate=1/s", 100000, 5000);
+    check_exact("token-bucket capacity=1000000 rate=1/s", 1000000, INT64_MIN);
+    check_exact("token-bucket capacity=1000000 rate=1/s", 1000000, 5000);
 }
-TEST(threads_leaky_bucket_exact) { check_exact("leaky-bucket capacity=100000 rate=1/h", 100000, INT64_MIN); }
-TEST(threads_fixed_window_exact) { check_exact("fixed-window limit=20000 window=1h", 20000, INT64_MIN); }
-TEST(threads_sliding_window_exact) { check_exact("sliding-window limit=20000 window=1h", 20000, INT64_MIN); }
-TEST(threads_sliding_log_exact) { check_exact("sliding-log limit=20000 window=1h", 20000, INT64_MIN); }
+TEST(threads_leaky_bucket_exact) { check_exact("leaky-bucket capacity=1000000 rate=1/h", 1000000, INT64_MIN); }
+TEST(threads_fixed_window_exact) { check_exact("fixed-window limit=400000 window=1h", 400000, INT64_MIN); }
+TEST(threads_sliding_window_exact) { check_exact("sliding-window limit=400000 window=1h", 400000, INT64_MIN); }
+TEST(threads_sliding_log_exact) { check_exact("sliding-log limit=400000 window=1h", 400000, INT64_MIN); }
 TEST(threads_composite_exact) {
-    check_exact("token-bucket capacity=30000 rate=1/s; fixed-window limit=20000 window=1h", 20000,
+    check_exact("token-bucket capacity=500000 rate=1/s; fixed-window limit=400000 window=1h", 400000,
                 INT64_MIN);
 }
 /* Far from the limiter's creation the one-word state overflows; every thread
  * moves it to the locked form at once, and the count stays exact. */
 TEST(threads_token_bucket_moving_exact) {
-    check_exact("token-bucket capacity=20000 rate=999999937/7s", 20000, INT64_C(1) << 60);
+    check_exact("token-bucket capacity=400000 rate=999999937/7s", 400000, INT64_C(1) << 60);
 }
 
 /* The seed's last scenario: 8 threads x 50 attempts on capacity 100. */

@@ -1,0 +1,525 @@
+/* store/memory.c: the in-process store, the embedded default.
+ *
+ * Per-key state in a table split into shards, each with its own small lock,
+ * so decisions on different keys rarely wait on each other, and a decision
+ * is atomic for its key (it runs entirely under its shard's lock: a key is
+ * never forgotten or evicted in the middle of its own update).
+ *
+ * A shard holds at most cap keys (the shards' caps add up to max_keys):
+ *
+ *   index   uint32_t[2^k >= 2*cap]  open addressing, linear probing,
+ *                                   (8-bit hash tag << 24) | (entry + 1)
+ *   entries entry[cap], 48 bytes    key (inline up to 16 bytes), hash,
+ *                                   policy id, CLOCK bit, and the state
+ *                                   (inline when one part of <= 16 bytes,
+ *                                   else on the heap)
+ *
+ * so a one-part token bucket with keys up to 16 bytes costs 48 + 8..16
+ * bytes per key of capacity, allocated up front (pages are touched only as
+ * keys arrive). Deletion shifts later entries back: no tombstones.
+ *
+ * Keys are hashed with SipHash-1-3 under a random per-store key (and a
+ * per-policy tweak), so chosen keys cannot flood one chain.
+ *
+ * Room: when a new key meets a full shard, fresh keys (equal to a fresh
+ * state, so forgetting them changes nothing) are looked for first, if some
+ * key may have become fresh since the last full scan (next_fresh_ms): a
+ * sweep of the next 64 entries, then a full scan. Only when no key is fresh does
+ * on_full apply: evict the victim of the CLOCK (second chance) algorithm, an
+ * approximation of the least recently used key, or refuse the new key.
+ *
+ * Time: the store decides at the highest reading it has seen (and each
+ * shard at the highest it has seen, for readings that race), so a key
+ * forgotten as fresh would have decided as a fresh one (sluice.h). */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#define INLINE_KEY 16
+#define SWEEP 64                /* entries looked at for fresh keys per new key */
+#define SHARD_KEYS_MIN 4096     /* fewer keys than twice this: one shard         */
+#define SHARDS_MAX 64
+#define POLICIES_MAX 4096       /* distinct policies one store serves            */
+#define KNOWN_MAX 256           /* policy objects recognised without the lock    */
+#define ENTRY_MAX ((1u << 24) - 2)
+
+typedef struct entry {
+    union {
+        sluice__i128 word;     /* one part whose state fits 16 bytes           */
+        sluice__state *parts;  /* otherwise: one state per part, on the heap   */
+    } st;
+    union {
+        uint8_t bytes[INLINE_KEY];
+        uint8_t *heap;         /* keys longer than INLINE_KEY                  */
+    } key;
+    uint32_t hash;     /* low 32 bits of the key's hash; when free: next free + 1 */
+    uint16_t policy;   /* registry id + 1; 0: the entry is free               */
+    uint16_t key_len;
+    uint8_t ref;       /* CLOCK: decided since the eviction hand last passed  */
+} entry;
+
+_Static_assert(sizeof(entry) == 48, "an entry is 48 bytes");
+
+typedef struct shard {
+    _Alignas(64) sluice__lock lock; /* guards everything below                */
+    int64_t now_ms;        /* the highest reading decided here                */
+    int64_t next_fresh_ms; /* no key here is fresh before this reading        */
+    uint32_t cap, count;
+    uint32_t top;          /* entries [top, cap) were never used              */
+    uint32_t free_head;    /* free entry + 1, linked through entry.hash       */
+    uint32_t sweep_hand, evict_hand;
+    uint32_t mask;         /* index slots - 1                                 */
+    uint32_t *index;
+    entry *entries;
+    int64_t allowed, denied, forgotten, evicted, refused;
+} shard;
+
+typedef struct {
+    sluice_policy policy; /* a copy: entries are read with its algorithms */
+    int inline_state;     /* one part whose state fits in entry.st.word  */
+} registered;
+
+typedef struct {
+    struct sluice_store head;
+    _Alignas(64) _Atomic int64_t now_ms; /* the highest reading seen: store time */
+    _Alignas(64) uint64_t seed[2];
+    int collide; /* test hook: every key hashes alike */
+    sluice_on_full on_full;
+    int64_t max_keys;
+    unsigned shard_bits;
+    shard *shards;
+    /* policies, registered on first use and kept until close */
+    sluice__lock reg_lock;
+    registered *reg[POLICIES_MAX];
+    unsigned n_reg; /* guarded by reg_lock */
+    /* policy objects seen: serial -> id, read without the lock */
+    struct {
+        _Atomic uint64_t serial;
+        uint16_t id;
+    } known[KNOWN_MAX];
+    atomic_uint n_known;
+} memory_store;
+
+/* ---- policies ---- */
+
+static int same_policy(const sluice_policy *a, const sluice_policy *b) {
+    if (strcmp(a->name, b->name) != 0 || a->n_parts != b->n_parts) return 0;
+    for (size_t i = 0; i < a->n_parts; i++) {
+        const sluice_config *x = &a->parts[i], *y = &b->parts[i];
+        if (x->algorithm != y->algorithm || x->limit != y->limit || x->rate != y->rate ||
+            x->period_ms != y->period_ms)
+            return 0;
+    }
+    return 1;
+}
+
+/* The store's id of policy p: equal name and configuration, equal id. */
+static int policy_id(memory_store *m, const sluice_policy *p, unsigned *id) {
+    unsigned n = atomic_load_explicit(&m->n_known, memory_order_acquire);
+    for (unsigned i = 0; i < n; i++) {
+        if (atomic_load_explicit(&m->known[i].serial, memory_order_relaxed) == p->serial) {
+            *id = m->known[i].id;
+            return 0;
+        }
+    }
+    int rc = 0;
+    sluice__lock_take(&m->reg_lock);
+    unsigned i;
+    for (i = 0; i < m->n_reg && !same_policy(&m->reg[i]->policy, p); i++) {
+    }
+    if (i == m->n_reg) {
+        registered *r = NULL;
+        if (m->n_reg == POLICIES_MAX) {
+            sluice__store_errf(&m->head, "store serves %d distinct policies already", POLICIES_MAX);
+            rc = SLUICE_EFULL;
+        } else if (!(r = malloc(sizeof *r))) {
+            rc = SLUICE_ENOMEM;
+        } else {
+            r->policy = *p;
+            sluice_algorithm a = p->parts[0].algorithm;
+            r->inline_state = p->n_parts == 1 && a != SLUICE_SLIDING_WINDOW && a != SLUICE_SLIDING_LOG;
+            m->reg[m->n_reg++] = r;
+        }
+    }
+    if (rc == 0) {
+        *id = i;
+        unsigned k = atomic_load_explicit(&m->n_known, memory_order_relaxed);
+        if (k < KNOWN_MAX) {
+            m->known[k].id = (uint16_t)i;
+            atomic_store_explicit(&m->known[k].serial, p->serial, memory_order_relaxed);
+            atomic_store_explicit(&m->n_known, k + 1, memory_order_release);
+        }
+    }
+    sluice__lock_give(&m->reg_lock);
+    return rc;
+}
+
+/* ---- entries ---- */
+
+static const uint8_t *key_of(const entry *e) {
+    return e->key_len <= INLINE_KEY ? e->key.bytes : e->key.heap;
+}
+
+static sluice__state *parts_of(const registered *r, entry *e, sluice__state *tmp) {
+    if (!r->inline_state) return e->st.parts;
+    memcpy(tmp, &e->st.word, sizeof e->st.word);
+    return tmp;
+}
+
+/* The least wait until e is fresh (0: it is fresh now). */
+static int64_t entry_reset_ms(const memory_store *m, entry *e, int64_t now_ms) {
+    const registered *r = m->reg[e->policy - 1];
+    sluice__state tmp;
+    sluice__state *st = parts_of(r, e, &tmp);
+    int64_t reset = 0;
+    for (size_t i = 0; i < r->policy.n_parts; i++) {
+        sluice_decision d;
+        r->policy.algo[i]->peek(&r->policy.params[i], &st[i], now_ms, &d);
+        if (d.reset_ms > reset) reset = d.reset_ms;
+    }
+    return reset;
+}
+
+static int entry_fresh(const memory_store *m, entry *e, int64_t now_ms) {
+    const registered *r = m->reg[e->policy - 1];
+    sluice__state tmp;
+    sluice__state *st = parts_of(r, e, &tmp);
+    for (size_t i = 0; i < r->policy.n_parts; i++)
+        if (!r->policy.algo[i]->is_fresh(&r->policy.params[i], &st[i], now_ms)) return 0;
+    return 1;
+}
+
+static void entry_release(const memory_store *m, entry *e) {
+    const registered *r = m->reg[e->policy - 1];
+    if (e->key_len > INLINE_KEY) free(e->key.heap);
+    if (!r->inline_state) {
+        for (size_t i = 0; i < r->policy.n_parts; i++)
+            if (r->policy.algo[i] == &sluice__sliding_log) sluice__log_free(&e->st.parts[i].log);
+        free(e->st.parts);
+    }
+    e->policy = 0;
+}
+
+/* ---- the index ---- */
+
+#define TAG(h) ((uint32_t)((h) >> 32) & 0xffu)
+#define SLOT_ENTRY(v) (((v) & 0xffffffu) - 1)
+
+static entry *find(shard *sh, uint64_t h, unsigned pid, const void *key, size_t len) {
+    uint32_t tag = TAG(h);
+    for (uint32_t i = (uint32_t)h & sh->mask;; i = (i + 1) & sh->mask) {
+        uint32_t v = sh->index[i];
+        if (v == 0) return NULL;
+        if ((v >> 24) != tag) continue;
+        entry *e = &sh->entries[SLOT_ENTRY(v)];
+        if (e->hash == (uint32_t)h && e->policy == pid + 1 && e->key_len == len &&
+            memcmp(key_of(e), key, len) == 0)
+            return e;
+    }
+}
+
+/* Removes entry e from the shard: index (shifting later slots back so no
+ * probe sequence breaks), memory, count. */
+static void remove_entry(const memory_store *m, shard *sh, entry *e) {
+    uint32_t want = (uint32_t)(e - sh->entries) + 1;
+    uint32_t i = e->hash & sh->mask;
+    while ((sh->index[i] & 0xffffffu) != want) i = (i + 1) & sh->mask;
+    for (uint32_t j = i;;) {
+        j = (j + 1) & sh->mask;
+        uint32_t v = sh->index[j];
+        if (v == 0) break;
+        uint32_t home = sh->entries[SLOT_ENTRY(v)].hash & sh->mask;
+        /* v may move back to i when its home is not in (i, j] (cyclically) */
+        int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+        if (!stays) {
+            sh->index[i] = v;
+            i = j;
+        }
+    }
+    sh->index[i] = 0;
+    entry_release(m, e);
+    e->hash = sh->free_head;
+    sh->free_head = want;
+    sh->count--;
+}
+
+/* Finds room for one more key in a full shard; see the top of the file.
+ * next_fresh_ms is a lower bound on when any key here becomes fresh
+ * (admissions only push a key's time later; new keys lower it), so before
+ * it nothing is looked at. */
+static int make_room(memory_store *m, shard *sh, int64_t now_ms) {
+    int freed = 0;
+    if (now_ms < sh->next_fresh_ms) goto none_fresh;
+    for (uint32_t k = 0; k < SWEEP && k < sh->cap; k++) {
+        entry *e = &sh->entries[sh->sweep_hand];
+        sh->sweep_hand = sh->sweep_hand + 1 == sh->cap ? 0 : sh->sweep_hand + 1;
+        if (e->policy && entry_fresh(m, e, now_ms)) {
+            remove_entry(m, sh, e);
+            sh->forgotten++;
+            freed = 1;
+        }
+    }
+    if (freed) return 0;
+    /* none near the hand: look at all, and learn when the next one is due */
+    int64_t next = INT64_MAX;
+    for (uint32_t i = 0; i < sh->cap; i++) {
+        entry *e = &sh->entries[i];
+        if (!e->policy) continue;
+        int64_t reset = entry_reset_ms(m, e, now_ms);
+        if (reset == 0) {
+            remove_entry(m, sh, e);
+            sh->forgotten++;
+            freed = 1;
+        } else if (now_ms + reset < next) {
+            next = now_ms + reset;
+        }
+    }
+    sh->next_fresh_ms = next;
+    if (freed) return 0;
+none_fresh:
+    if (m->on_full == SLUICE_ON_FULL_REFUSE) {
+        sh->refused++;
+        sluice__store_errf(&m->head, "store is full (max_keys=%lld) of keys that are not fresh",
+                           (long long)m->max_keys);
+        return SLUICE_EFULL;
+    }
+    for (;;) { /* CLOCK: the first entry not decided since the hand last passed */
+        entry *e = &sh->entries[sh->evict_hand];
+        sh->evict_hand = sh->evict_hand + 1 == sh->cap ? 0 : sh->evict_hand + 1;
+        if (!e->policy) continue;
+        if (e->ref) {
+            e->ref = 0;
+            continue;
+        }
+        remove_entry(m, sh, e);
+        sh->evicted++;
+        return 0;
+    }
+}
+
+/* Adds a fresh entry for the key (which is not there). */
+static int insert(memory_store *m, shard *sh, const registered *r, uint64_t h, unsigned pid,
+                  const void *key, size_t len, int64_t now_ms, entry **out) {
+    if (sh->count == sh->cap) {
+        int rc = make_room(m, sh, now_ms);
+        if (rc) return rc;
+    }
+    uint8_t *heap_key = NULL;
+    sluice__state *parts = NULL;
+    if (len > INLINE_KEY && !(heap_key = malloc(len))) return SLUICE_ENOMEM;
+    if (!r->inline_state && !(parts = calloc(r->policy.n_parts, sizeof *parts))) {
+        free(heap_key);
+        return SLUICE_ENOMEM;
+    }
+    uint32_t idx;
+    if (sh->free_head) {
+        idx = sh->free_head - 1;
+        sh->free_head = sh->entries[idx].hash;
+    } else {
+        idx = sh->top++;
+    }
+    entry *e = &sh->entries[idx];
+    e->hash = (uint32_t)h;
+    e->policy = (uint16_t)(pid + 1);
+    e->key_len = (uint16_t)len;
+    e->ref = 1;
+    if (heap_key) {
+        memcpy(heap_key, key, len);
+        e->key.heap = heap_key;
+    } else {
+        memcpy(e->key.bytes, key, len);
+    }
+    if (parts) {
+        e->st.parts = parts;
+        for (size_t i = 0; i < r->policy.n_parts; i++)
+            r->policy.algo[i]->init(&r->policy.params[i], &parts[i]);
+    } else {
+        sluice__state fresh;
+        r->policy.algo[0]->init(&r->policy.params[0], &fresh);
+        memcpy(&e->st.word, &fresh, sizeof e->st.word);
+    }
+    uint32_t i = (uint32_t)h & sh->mask;
+    while (sh->index[i]) i = (i + 1) & sh->mask;
+    sh->index[i] = (TAG(h) << 24) | (idx + 1);
+    sh->count++;
+    *out = e;
+    return 0;
+}
+
+/* ---- decisions ---- */
+
+static uint64_t key_hash(const memory_store *m, unsigned pid, const void *key, size_t len) {
+    if (m->collide) return 0;
+    uint64_t k[2] = {m->seed[0] ^ ((uint64_t)(pid + 1) * UINT64_C(0x9e3779b97f4a7c15)), m->seed[1]};
+    return sluice__siphash13(k, key, len);
+}
+
+static int decide(registered *r, entry *e, int64_t cost, int64_t now_ms, sluice_decision *d) {
+    size_t g = 0;
+    if (r->inline_state) {
+        sluice__state st;
+        memcpy(&st, &e->st.word, sizeof e->st.word);
+        int rc = sluice__policy_decide(&r->policy, &st, now_ms, cost, d, &g);
+        if (d->allowed) memcpy(&e->st.word, &st, sizeof e->st.word);
+        return rc;
+    }
+    for (;;) {
+        int rc = sluice__policy_decide(&r->policy, e->st.parts, now_ms, cost, d, &g);
+        if (rc != SLUICE__EGROW) return rc;
+        const sluice__params *p = &r->policy.params[g];
+        rc = sluice__log_reserve(&e->st.parts[g].log, p->limit < p->window_ms ? p->limit : p->window_ms);
+        if (rc) return rc;
+    }
+}
+
+static int mem_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t len,
+                          int64_t cost, int64_t now_ms, sluice_decision *d) {
+    memory_store *m = (memory_store *)s;
+    unsigned pid;
+    int rc = policy_id(m, p, &pid);
+    if (rc) return rc;
+    registered *r = m->reg[pid];
+    uint64_t h = key_hash(m, pid, key, len);
+    shard *sh = &m->shards[m->shard_bits ? h >> (64 - m->shard_bits) : 0];
+    /* store time never runs backwards: the highest reading seen (written
+     * only when it grows, about once a ms) */
+    int64_t high = atomic_load_explicit(&m->now_ms, memory_order_relaxed);
+    while (now_ms > high &&
+           !atomic_compare_exchange_weak_explicit(&m->now_ms, &high, now_ms, memory_order_relaxed,
+                                                  memory_order_relaxed)) {
+    }
+    if (now_ms < high) now_ms = high;
+    sluice__lock_take(&sh->lock);
+    /* and per shard, for readings that raced past each other above */
+    if (now_ms < sh->now_ms) now_ms = sh->now_ms;
+    else sh->now_ms = now_ms;
+    entry *e = find(sh, h, pid, key, len);
+    int is_new = e == NULL;
+    if (is_new && (rc = insert(m, sh, r, h, pid, key, len, now_ms, &e)) != 0) {
+        sluice__lock_give(&sh->lock);
+        return rc;
+    }
+    rc = decide(r, e, cost, now_ms, d);
+    if (is_new && (rc || !d->allowed)) { /* a failed first request leaves no trace */
+        remove_entry(m, sh, e);
+    } else if (rc == 0) {
+        e->ref = 1;
+        if (d->allowed) sh->allowed++;
+        else sh->denied++;
+        if (is_new && now_ms + d->reset_ms < sh->next_fresh_ms) sh->next_fresh_ms = now_ms + d->reset_ms;
+    }
+    sluice__lock_give(&sh->lock);
+    if (rc == SLUICE_ENOMEM) sluice__store_errf(s, "out of memory");
+    return rc;
+}
+
+/* ---- the store ---- */
+
+static void mem_stats(sluice_store *s, sluice_store_stats *out) {
+    memory_store *m = (memory_store *)s;
+    out->capacity = m->max_keys;
+    for (size_t i = 0; i < ((size_t)1 << m->shard_bits); i++) {
+        shard *sh = &m->shards[i];
+        sluice__lock_take(&sh->lock);
+        out->keys += sh->count;
+        out->allowed += sh->allowed;
+        out->denied += sh->denied;
+        out->forgotten += sh->forgotten;
+        out->evicted += sh->evicted;
+        out->refused += sh->refused;
+        sluice__lock_give(&sh->lock);
+    }
+}
+
+static void mem_close(sluice_store *s) {
+    memory_store *m = (memory_store *)s;
+    if (m->shards) {
+        for (size_t i = 0; i < ((size_t)1 << m->shard_bits); i++) {
+            shard *sh = &m->shards[i];
+            for (uint32_t k = 0; sh->entries && k < sh->top; k++)
+                if (sh->entries[k].policy) entry_release(m, &sh->entries[k]);
+            free(sh->index);
+            free(sh->entries);
+        }
+        free(m->shards);
+    }
+    for (unsigned i = 0; i < m->n_reg; i++) free(m->reg[i]);
+    free(m);
+}
+
+static void random_seed(uint64_t seed[2]) {
+    if (getrandom(seed, 2 * sizeof seed[0], 0) == (ssize_t)(2 * sizeof seed[0])) return;
+    /* no entropy source: a weaker seed from the clock and addresses */
+    seed[0] = (uint64_t)sluice_clock_now_ms(NULL) * UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)(uintptr_t)seed;
+    seed[1] = (uint64_t)(uintptr_t)&random_seed * UINT64_C(0xbf58476d1ce4e5b9) ^ seed[0];
+}
+
+static int mem_open(const sluice__url *url, const sluice__store_config *cfg, sluice_store **out,
+                    char *err, size_t errlen) {
+    if (url->path_len != 0) {
+        sluice__errf(err, errlen, "store URL memory:%.*s: the memory store takes no path",
+                     (int)url->path_len, url->path);
+        return SLUICE_EINVAL;
+    }
+    for (size_t i = 0; i < url->n_params; i++) {
+        if (url->params[i].key_len == 0) continue; /* handled by store.c */
+        sluice__errf(err, errlen, "store URL parameter \"%.*s\" is unknown (memory: takes max_keys, on_full)",
+                     (int)url->params[i].key_len, url->params[i].key);
+        return SLUICE_EINVAL;
+    }
+    memory_store *m = calloc(1, sizeof *m);
+    if (!m) return SLUICE_ENOMEM;
+    m->max_keys = cfg->max_keys;
+    m->on_full = cfg->on_full;
+    atomic_init(&m->now_ms, SLUICE_TIME_MIN_MS);
+    random_seed(m->seed);
+    unsigned bits = 0;
+    while (bits < 6 && (cfg->max_keys >> (bits + 1)) >= SHARD_KEYS_MIN) bits++;
+    while (((uint64_t)cfg->max_keys >> bits) > ENTRY_MAX) bits++;
+    m->shard_bits = bits;
+    size_t n = (size_t)1 << bits;
+    m->shards = aligned_alloc(64, n * sizeof(shard));
+    if (!m->shards) goto nomem;
+    memset(m->shards, 0, n * sizeof(shard));
+    for (size_t i = 0; i < n; i++) {
+        shard *sh = &m->shards[i];
+        sh->cap = (uint32_t)(cfg->max_keys / (int64_t)n + ((int64_t)i < cfg->max_keys % (int64_t)n));
+        sh->next_fresh_ms = INT64_MIN;
+        sh->now_ms = SLUICE_TIME_MIN_MS;
+        uint32_t slots = 2;
+        while (slots < 2 * (uint64_t)sh->cap) slots *= 2;
+        sh->mask = slots - 1;
+        sh->index = calloc(slots, sizeof *sh->index);
+        sh->entries = calloc(sh->cap ? sh->cap : 1, sizeof *sh->entries);
+        if (!sh->index || !sh->entries) goto nomem;
+    }
+    *out = &m->head;
+    return 0;
+nomem:
+    mem_close(&m->head);
+    sluice__errf(err, errlen, "out of memory for max_keys=%lld", (long long)cfg->max_keys);
+    return SLUICE_ENOMEM;
+}
+
+void sluice__memory_store_collide(sluice_store *s) {
+    ((memory_store *)s)->collide = 1;
+}
+
+int sluice__memory_store_holds(sluice_store *s, const sluice_policy *p, const void *key, size_t len) {
+    memory_store *m = (memory_store *)s;
+    unsigned pid;
+    if (policy_id(m, p, &pid)) return 0;
+    uint64_t h = key_hash(m, pid, key, len);
+    shard *sh = &m->shards[m->shard_bits ? h >> (64 - m->shard_bits) : 0];
+    sluice__lock_take(&sh->lock);
+    int held = find(sh, h, pid, key, len) != NULL;
+    sluice__lock_give(&sh->lock);
+    return held;
+}
+
+const sluice__store_ops sluice__memory_store = {
+    "memory", mem_open, mem_acquire_at, mem_stats, mem_close,
+};

@@ -1,0 +1,220 @@
+/* store/store.c: choosing a store by URL, and what all stores share: the
+ * argument checks, options (struct first, then URL query parameters), the
+ * clock, and the error message channel. Each kind (memory.c, ...) provides a
+ * small const table of operations (sluice__store_ops). */
+#include "internal.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const sluice__store_ops *const kinds[] = {&sluice__memory_store};
+
+/* The message of the calling thread's last failed call, and on which store:
+ * per thread, so threads sharing a store never overwrite each other's. */
+static _Thread_local struct {
+    const sluice_store *store;
+    char text[256];
+} last_error;
+
+void sluice__store_errf(const sluice_store *s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error.text, sizeof last_error.text, fmt, ap);
+    va_end(ap);
+    last_error.store = s;
+}
+
+static int parse_url(const char *text, sluice__url *url, char *err, size_t errlen) {
+    memset(url, 0, sizeof *url);
+    const char *colon = strchr(text, ':');
+    size_t n = colon ? (size_t)(colon - text) : 0;
+    if (!colon || n == 0 || n >= sizeof url->scheme) {
+        sluice__errf(err, errlen, "store URL \"%.64s\" has no scheme (expected e.g. \"memory:\")", text);
+        return SLUICE_EINVAL;
+    }
+    memcpy(url->scheme, text, n);
+    url->path = colon + 1;
+    const char *q = strchr(url->path, '?');
+    url->path_len = q ? (size_t)(q - url->path) : strlen(url->path);
+    if (!q || !q[1]) return 0;
+    for (const char *p = q + 1; *p;) {
+        const char *amp = strchr(p, '&');
+        size_t len = amp ? (size_t)(amp - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        if (!eq || eq == p) {
+            sluice__errf(err, errlen, "store URL parameter \"%.*s\" is not NAME=VALUE", (int)len, p);
+            return SLUICE_EINVAL;
+        }
+        if (url->n_params == SLUICE__URL_MAX_PARAMS) {
+            sluice__errf(err, errlen, "store URL has more than %d parameters", SLUICE__URL_MAX_PARAMS);
+            return SLUICE_EINVAL;
+        }
+        url->params[url->n_params].key = p;
+        url->params[url->n_params].key_len = (size_t)(eq - p);
+        url->params[url->n_params].value = eq + 1;
+        url->params[url->n_params].value_len = len - (size_t)(eq - p) - 1;
+        for (size_t i = 0; i < url->n_params; i++)
+            if (url->params[i].key_len == (size_t)(eq - p) && !memcmp(url->params[i].key, p, (size_t)(eq - p))) {
+                sluice__errf(err, errlen, "store URL parameter \"%.*s\" is given twice", (int)(eq - p), p);
+                return SLUICE_EINVAL;
+            }
+        url->n_params++;
+        p += len + (amp != NULL);
+    }
+    return 0;
+}
+
+int sluice__url_is(const sluice__url *url, size_t i, const char *name) {
+    return url->params[i].key_len == strlen(name) && !memcmp(url->params[i].key, name, strlen(name));
+}
+
+int sluice__url_int(const sluice__url *url, size_t i, int64_t lo, int64_t hi, int64_t *out,
+                    char *err, size_t errlen) {
+    const char *v = url->params[i].value;
+    size_t n = url->params[i].value_len;
+    int64_t x = 0;
+    for (size_t k = 0; k < n; k++) {
+        if (v[k] < '0' || v[k] > '9' || x > (INT64_MAX - 9) / 10) n = 0;
+        else x = x * 10 + (v[k] - '0');
+        if (n == 0) break;
+    }
+    if (n == 0 || x < lo || x > hi) {
+        sluice__errf(err, errlen, "store URL parameter %.*s=%.*s: expected an integer in %lld..%lld",
+                     (int)url->params[i].key_len, url->params[i].key, (int)url->params[i].value_len,
+                     v, (long long)lo, (long long)hi);
+        return SLUICE_EINVAL;
+    }
+    *out = x;
+    return 0;
+}
+
+/* The options struct, then the URL's common parameters over it. The kinds
+ * read their own parameters; common ones are marked handled by zeroing. */
+static int read_options(const sluice_store_options *opts, sluice__url *url, sluice__store_config *cfg,
+                        char *err, size_t errlen) {
+    sluice_store_options o = SLUICE_STORE_OPTIONS_INIT;
+    if (opts) {
+        if (opts->size < sizeof(size_t) || opts->size > 4096) {
+            sluice__errf(err, errlen, "options.size is %zu: set it with SLUICE_STORE_OPTIONS_INIT", opts->size);
+            return SLUICE_EINVAL;
+        }
+        memcpy(&o, opts, opts->size < sizeof o ? opts->size : sizeof o);
+    }
+    cfg->max_keys = o.max_keys ? o.max_keys : SLUICE_MAX_KEYS_DEFAULT;
+    cfg->on_full = o.on_full;
+    cfg->clock = o.clock ? o.clock : sluice_clock_monotonic();
+    if (cfg->max_keys < 1 || cfg->max_keys > SLUICE_MAX_KEYS_MAX) {
+        sluice__errf(err, errlen, "options.max_keys %lld is outside 1..%d", (long long)cfg->max_keys,
+                     SLUICE_MAX_KEYS_MAX);
+        return SLUICE_EINVAL;
+    }
+    if (cfg->on_full != SLUICE_ON_FULL_EVICT && cfg->on_full != SLUICE_ON_FULL_REFUSE) {
+        sluice__errf(err, errlen, "options.on_full %d is neither SLUICE_ON_FULL_EVICT nor _REFUSE", (int)cfg->on_full);
+        return SLUICE_EINVAL;
+    }
+    for (size_t i = 0; i < url->n_params; i++) {
+        if (sluice__url_is(url, i, "max_keys")) {
+            int rc = sluice__url_int(url, i, 1, SLUICE_MAX_KEYS_MAX, &cfg->max_keys, err, errlen);
+            if (rc) return rc;
+        } else if (sluice__url_is(url, i, "on_full")) {
+            const char *v = url->params[i].value;
+            size_t n = url->params[i].value_len;
+            if (n == 5 && !memcmp(v, "evict", 5)) cfg->on_full = SLUICE_ON_FULL_EVICT;
+            else if (n == 6 && !memcmp(v, "refuse", 6)) cfg->on_full = SLUICE_ON_FULL_REFUSE;
+            else {
+                sluice__errf(err, errlen, "store URL parameter on_full=%.*s: expected evict or refuse", (int)n, v);
+                return SLUICE_EINVAL;
+            }
+        } else {
+            continue;
+        }
+        url->params[i].key_len = 0; /* handled */
+    }
+    return 0;
+}
+
+int sluice_store_open_err(const char *url_text, const sluice_store_options *opts, sluice_store **out,
+                          char *err, size_t errlen) {
+    sluice__url url;
+    sluice__store_config cfg;
+    if (err && errlen) err[0] = 0;
+    if (!out) return SLUICE_EINVAL;
+    *out = NULL;
+    if (!url_text) {
+        sluice__errf(err, errlen, "store URL is NULL");
+        return SLUICE_EINVAL;
+    }
+    int rc = parse_url(url_text, &url, err, errlen);
+    if (rc) return rc;
+    rc = read_options(opts, &url, &cfg, err, errlen);
+    if (rc) return rc;
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        if (strcmp(kinds[i]->scheme, url.scheme) != 0) continue;
+        rc = kinds[i]->open(&url, &cfg, out, err, errlen);
+        if (rc == 0) {
+            (*out)->ops = kinds[i];
+            (*out)->clock = cfg.clock;
+        }
+        return rc;
+    }
+    sluice__errf(err, errlen, "store URL scheme \"%s\" is unknown (expected memory:)", url.scheme);
+    return SLUICE_EINVAL;
+}
+
+int sluice_store_open(const char *url, const sluice_store_options *opts, sluice_store **out) {
+    return sluice_store_open_err(url, opts, out, NULL, 0);
+}
+
+int sluice_store_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                            int64_t cost, int64_t now_ms, sluice_decision *out) {
+    if (!s) return SLUICE_EINVAL;
+    if (!p || !key || !out) {
+        sluice__store_errf(s, "%s is NULL", !p ? "policy" : !key ? "key" : "decision");
+        return SLUICE_EINVAL;
+    }
+    if (key_len < 1 || key_len > SLUICE_KEY_MAX) {
+        sluice__store_errf(s, "key of %zu bytes: keys are 1..%d bytes", key_len,
+                     SLUICE_KEY_MAX);
+        return SLUICE_EINVAL;
+    }
+    if (!sluice__time_ok(now_ms)) {
+        sluice__store_errf(s, "reading %lld ms is outside the accepted range",
+                     (long long)now_ms);
+        return SLUICE_EINVAL;
+    }
+    if (sluice__policy_check_cost(p, cost)) {
+        sluice__store_errf(s, "cost %lld is outside 1..(the least limit of policy %s)",
+                     (long long)cost, p->name);
+        return SLUICE_ECOST;
+    }
+    return s->ops->acquire_at(s, p, key, key_len, cost, now_ms, out);
+}
+
+int sluice_store_acquire(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                         int64_t cost, sluice_decision *out) {
+    if (!s) return SLUICE_EINVAL;
+    return sluice_store_acquire_at(s, p, key, key_len, cost, sluice_clock_now_ms(s->clock), out);
+}
+
+int sluice_store_stats_get(sluice_store *s, sluice_store_stats *out) {
+    if (!s || !out) return SLUICE_EINVAL;
+    memset(out, 0, sizeof *out);
+    s->ops->stats(s, out);
+    return 0;
+}
+
+const char *sluice_store_errmsg(const sluice_store *s) {
+    return s && last_error.store == s ? last_error.text : "";
+}
+
+const char *sluice_store_kind(const sluice_store *s) {
+    return s ? s->ops->scheme : NULL;
+}
+
+void sluice_store_close(sluice_store *s) {
+    if (!s) return;
+    if (last_error.store == s) last_error.store = NULL;
+    s->ops->close(s);
+}

@@ -1,0 +1,592 @@
+/* test_store_memory.c: the in-process store. Per-key decisions equal one
+ * independent limiter per key on long random multi-key traces, also while a
+ * tiny table forgets fresh keys all the time (and, under forced eviction,
+ * every difference is explained by a counted eviction); races on first use;
+ * bounded memory under ten million distinct keys; bad input. */
+#include "check.h"
+#include "internal.h"
+
+#include <pthread.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+
+static double scale(void) {
+    const char *s = getenv("SLUICE_TEST_SCALE");
+    double x = s ? atof(s) : 1.0;
+    return (x > 0 ? x : 1.0) * (SANITIZED ? 0.1 : 1.0);
+}
+
+static sluice_policy *policy(const char *name, const char *spec) {
+    sluice_policy *p = NULL;
+    char err[256];
+    if (sluice_policy_parse(name, spec, &p, err, sizeof err)) fprintf(stderr, "%s: %s\n", spec, err);
+    return p;
+}
+
+static sluice_store *open_store(const char *url, const sluice_clock *clock) {
+    sluice_store_options o = SLUICE_STORE_OPTIONS_INIT;
+    o.clock = clock;
+    sluice_store *s = NULL;
+    char err[256];
+    if (sluice_store_open_err(url, &o, &s, err, sizeof err)) fprintf(stderr, "%s: %s\n", url, err);
+    return s;
+}
+
+static int same(const sluice_decision *a, const sluice_decision *b) {
+    return a->allowed == b->allowed && a->remaining == b->remaining &&
+           a->retry_after_ms == b->retry_after_ms && a->reset_ms == b->reset_ms &&
+           a->delay_ms == b->delay_ms && a->limit == b->limit && a->part == b->part &&
+           a->enforced == b->enforced;
+}
+
+static void print_decision(const char *who, const sluice_decision *d) {
+    fprintf(stderr, "  %s: allowed=%d remaining=%lld retry=%lld reset=%lld delay=%lld limit=%lld part=%d\n",
+            who, d->allowed, (long long)d->remaining, (long long)d->retry_after_ms,
+            (long long)d->reset_ms, (long long)d->delay_ms, (long long)d->limit, d->part);
+}
+
+static sluice_store_stats stats(sluice_store *s) {
+    sluice_store_stats st;
+    sluice_store_stats_get(s, &st);
+    return st;
+}
+
+/* ---- the seed's per-key scenario ---- */
+
+TEST(per_key_state_is_independent) {
+    sluice_clock *c = sluice_clock_manual_new(0);
+    sluice_store *s = open_store("memory:", c);
+    sluice_policy *p = policy("api", "token-bucket capacity=2 rate=1/s");
+    REQUIRE(s && p);
+    const char *keys[] = {"alice", "alice", "alice", "bob"};
+    const int allowed[] = {1, 1, 0, 1}, remaining[] = {1, 0, 0, 1}, retry[] = {0, 0, 1000, 0};
+    for (int i = 0; i < 4; i++) {
+        sluice_decision d;
+        CHECK_EQ(sluice_store_acquire(s, p, keys[i], strlen(keys[i]), 1, &d), 0);
+        CHECK_EQ(d.allowed, allowed[i]);
+        CHECK_EQ(d.remaining, remaining[i]);
+        CHECK_EQ(d.retry_after_ms, retry[i]);
+    }
+    sluice_store_stats st = stats(s);
+    CHECK_EQ(st.keys, 2);
+    CHECK_EQ(st.capacity, SLUICE_MAX_KEYS_DEFAULT);
+    CHECK_EQ(st.allowed, 3);
+    CHECK_EQ(st.denied, 1);
+    CHECK_STR(sluice_store_kind(s), "memory");
+    sluice_store_close(s);
+    sluice_policy_free(p);
+    sluice_clock_free(c);
+}
+
+/* Keys are bytes: NUL inside, prefixes, 1 and SLUICE_KEY_MAX bytes. */
+TEST(keys_are_binary_safe) {
+    sluice_clock *c = sluice_clock_manual_new(0);
+    sluice_store *s = open_store("memory:", c);
+    sluice_policy *p = policy("k", "fixed-window limit=1 window=1h");
+    REQUIRE(s && p);
+    char big[SLUICE_KEY_MAX + 1];
+    memset(big, 'x', sizeof big);
+    const struct {
+        const char *k;
+        size_t n;
+    } keys[] = {{"a\0b", 3}, {"a\0c", 3}, {"a", 1}, {"a\0", 2}, {"", 1}, {"\0\0", 2},
+                {big, SLUICE_KEY_MAX}, {big, SLUICE_KEY_MAX - 1}, {big, 17}, {big, 16}};
+    sluice_decision d;
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        CHECK_EQ(sluice_store_acquire(s, p, keys[i].k, keys[i].n, 1, &d), 0);
+        CHECK(d.allowed); /* a distinct key each time */
+    }
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        CHECK_EQ(sluice_store_acquire(s, p, keys[i].k, keys[i].n, 1, &d), 0);
+        CHECK(!d.allowed); /* and the same key again */
+    }
+    CHECK_EQ(stats(s).keys, (int64_t)(sizeof keys / sizeof keys[0]));
+    /* bad keys: an error, naming the problem, and nothing changes */
+    CHECK_EQ(sluice_store_acquire(s, p, "", 0, 1, &d), SLUICE_EINVAL);
+    CHECK(strstr(sluice_store_errmsg(s), "key") != NULL);
+    CHECK_EQ(sluice_store_acquire(s, p, big, SLUICE_KEY_MAX + 1, 1, &d), SLUICE_EINVAL);
+    CHECK_EQ(sluice_store_acquire(s, p, NULL, 3, 1, &d), SLUICE_EINVAL);
+    CHECK_EQ(sluice_store_acquire(s, NULL, "a", 1, 1, &d), SLUICE_EINVAL);
+    CHECK(strstr(sluice_store_errmsg(s), "policy") != NULL);
+    CHECK_EQ(sluice_store_acquire(s, p, "new", 3, 0, &d), SLUICE_ECOST);
+    CHECK_EQ(sluice_store_acquire(s, p, "new", 3, 2, &d), SLUICE_ECOST);
+    CHECK_EQ(sluice_store_acquire_at(s, p, "new", 3, 1, SLUICE_TIME_MAX_MS + 1, &d), SLUICE_EINVAL);
+    CHECK_EQ(sluice_store_acquire(NULL, p, "a", 1, 1, &d), SLUICE_EINVAL);
+    sluice_store_stats st = stats(s);
+    CHECK_EQ(st.keys, (int64_t)(sizeof keys / sizeof keys[0]));
+    CHECK_EQ(st.allowed + st.denied, 2 * (int64_t)(sizeof keys / sizeof keys[0]));
+    sluice_store_close(s);
+    sluice_policy_free(p);
+    sluice_clock_free(c);
+}
+
+TEST(bad_urls_and_options) {
+    const char *bad[] = {"memory", "", "nosuch:", "memory:/tmp/x", "memory:?max_keys=abc",
+                         "memory:?max_keys=0", "memory:?max_keys=1000000001", "memory:?max_keys=",
+                         "memory:?on_full=maybe", "memory:?foo=1", "memory:?max_keys=5&max_keys=6",
+                         "memory:?novalue", "memory:?max_keys=-1", "memory:?max_keys=99999999999999999999"};
+    const char *names[] = {"scheme", "scheme", "nosuch", "path", "max_keys", "max_keys", "max_keys",
+                           "max_keys", "on_full", "foo", "twice", "novalue", "max_keys", "max_keys"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sluice_store *s = (sluice_store *)1;
+        char err[256] = "";
+        CHECK_EQ(sluice_store_open_err(bad[i], NULL, &s, err, sizeof err), SLUICE_EINVAL);
+        CHECK(s == NULL);
+        if (!strstr(err, names[i])) fprintf(stderr, "url %s: message \"%s\" lacks %s\n", bad[i], err, names[i]);
+        CHECK(strstr(err, names[i]) != NULL);
+    }
+    sluice_store *s = NULL;
+    CHECK_EQ(sluice_store_open(NULL, NULL, &s), SLUICE_EINVAL);
+    CHECK_EQ(sluice_store_open("memory:", NULL, NULL), SLUICE_EINVAL);
+    sluice_store_options o = SLUICE_STORE_OPTIONS_INIT;
+    o.size = 0;
+    CHECK_EQ(sluice_store_open("memory:", &o, &s), SLUICE_EINVAL);
+    o = (sluice_store_options)SLUICE_STORE_OPTIONS_INIT;
+    o.max_keys = -5;
+    CHECK_EQ(sluice_store_open("memory:", &o, &s), SLUICE_EINVAL);
+    o.max_keys = 0;
+    o.on_full = (sluice_on_full)7;
+    CHECK_EQ(sluice_store_open("memory:", &o, &s), SLUICE_EINVAL);
+    /* the URL overrides the struct */
+    o.on_full = SLUICE_ON_FULL_EVICT;
+    o.max_keys = 50;
+    CHECK_EQ(sluice_store_open("memory:?max_keys=7&on_full=refuse", &o, &s), 0);
+    CHECK_EQ(stats(s).capacity, 7);
+    sluice_store_close(s);
+    /* an options struct from an older caller (only size and max_keys) */
+    struct {
+        size_t size;
+        int64_t max_keys;
+    } old = {sizeof old, 9};
+    CHECK_EQ(sluice_store_open("memory:", (const sluice_store_options *)&old, &s), 0);
+    CHECK_EQ(stats(s).capacity, 9);
+    sluice_store_close(s);
+    sluice_store_close(NULL);
+}
+
+/* ---- bounded memory: forget, evict, refuse ---- */
+
+TEST(full_store_refuses_new_keys_changing_nothing) {
+    sluice_clock *c = sluice_clock_manual_new(0);
+    sluice_store *s = open_store("memory:?max_keys=3&on_full=refuse", c);
+    sluice_policy *p = policy("r", "fixed-window limit=2 window=1h");
+    REQUIRE(s && p);
+    sluice_decision d;
+    CHECK_EQ(sluice_store_acquire(s, p, "a", 1, 1, &d), 0);
+    CHECK_EQ(sluice_store_acquire(s, p, "b", 1, 1, &d), 0);
+    CHECK_EQ(sluice_store_acquire(s, p, "c", 1, 1, &d), 0);
+    CHECK_EQ(sluice_store_acquire(s, p, "d", 1, 1, &d), SLUICE_EFULL);
+    CHECK(strstr(sluice_store_errmsg(s), "full") != NULL);
+    sluice_store_stats st = stats(s);
+    CHECK_EQ(st.keys, 3);
+    CHECK_EQ(st.refused, 1);
+    CHECK_EQ(st.evicted, 0);
+    /* held keys are still decided, with their state intact */
+    CHECK_EQ(sluice_store_acquire(s, p, "a", 1, 1, &d), 0);
+    CHECK(d.allowed && d.remaining == 0);
+    /* once a window passes, the keys are fresh: forgotten, and d gets in */
+    sluice_clock_manual_advance(c, 3600 * 1000);
+    CHECK_EQ(sluice_store_acquire(s, p, "d", 1, 1, &d), 0);
+    CHECK(d.allowed);
+    st = stats(s);
+    CHECK(st.forgotten >= 1);
+    CHECK_EQ(st.evicted, 0);
+    CHECK(st.keys <= 3);
+    sluice_store_close(s);
+    sluice_policy_free(p);
+    sluice_clock_free(c);
+}
+
+TEST(full_store_evicts_least_recently_used) {
+    sluice_clock *c = sluice_clock_manual_new(0);
+    sluice_store *s = open_store("memory:?max_keys=4", c);
+    sluice_policy *p = policy("e", "sliding-log limit=5 window=1h");
+    REQUIRE(s && p);
+    sluice_decision d;
+    const char *k[] = {"k0", "k1", "k2", "k3"};
+    for (int i = 0; i < 4; i++) CHECK_EQ(sluice_store_acquire(s, p, k[i], 2, 1, &d), 0);
+    /* a new key: the CLOCK hand clears every bit once, then evicts k0 */
+    CHECK_EQ(sluice_store_acquire(s, p, "k4", 2, 1, &d), 0);
+    sluice_store_stats st = stats(s);
+    CHECK_EQ(st.evicted, 1);
+    CHECK_EQ(st.keys, 4);
+    /* k1..k3 were not used since: k1 goes next; k0 comes back fresh */
+    CHECK_EQ(sluice_store_acquire(s, p, "k2", 2, 1, &d), 0); /* k2 used again */
+    CHECK_EQ(d.remaining, 3);
+    CHECK_EQ(sluice_store_acquire(s, p, "k0", 2, 1, &d), 0);
+    CHECK_EQ(d.remaining, 4); /* fresh again: it was evicted */
+    CHECK_EQ(stats(s).evicted, 2);
+    CHECK_EQ(sluice_store_acquire(s, p, "k1", 2, 1, &d), 0);
+    CHECK_EQ(d.remaining, 4); /* k1 was the one evicted for k0, not k2 */
+    sluice_store_close(s);
+    sluice_policy_free(p);
+    sluice_clock_free(c);
+}
+
+/* A configuration changed under the same name is a different policy: every
+ * key starts fresh under it, never misreading the old state. */
+TEST(changed_policy_starts_fresh) {
+    sluice_clock *c = sluice_clock_manual_new(0);
+    sluice_store *s = open_store("memory:", c);
+    sluice_policy *a = policy("tier", "token-bucket capacity=2 rate=1/h");
+    sluice_policy *a_again = policy("tier", "token-bucket capacity=2 rate=1/h");
+    sluice_policy *b = policy("tier", "sliding-window limit=5 window=1h");
+    sluice_policy *other = policy("other", "token-bucket capacity=2 rate=1/h");
+    REQUIRE(s && a && a_again && b && other);
+    sluice_decision d;
+    CHECK_EQ(sluice_store_acquire(s, a, "u", 1, 2, &d), 0);
+    CHECK(d.allowed && d.remaining == 0);
+    CHECK_EQ(sluice_store_acquire(s, a_again, "u", 1, 1, &d), 0); /* same name and text: same */
+    CHECK(!d.allowed);
+    CHECK_EQ(sluice_store_acquire(s, b, "u", 1, 1, &d), 0); /* changed: fresh */
+    CHECK(d.allowed && d.remaining == 4 && d.limit == 5);
+    CHECK_EQ(sluice_store_acquire(s, other, "u", 1, 1, &d), 0); /* other name: its own */
+    CHECK(d.allowed && d.remaining == 1);
+    CHECK_EQ(stats(s).keys, 3);
+    sluice_store_close(s);
+    sluice_policy_free(a);
+    sluice_policy_free(a_again);
+    sluice_policy_free(b);
+    sluice_policy_free(other);
+    sluice_clock_free(c);
+}
+
+/* ---- differential: the store against one limiter per key ---- */
+
+static const char *const specs[] = {
+    "token-bucket capacity=3 rate=1/7ms",
+    "leaky-bucket capacity=4 rate=2/9ms",
+    "fixed-window limit=5 window=13ms",
+    "sliding-window limit=6 window=11ms",
+    "sliding-log limit=5 window=17ms",
+    "token-bucket capacity=4 rate=1/5ms; fixed-window limit=6 window=20ms",
+    "sliding-window limit=3 window=7ms; sliding-log limit=4 window=15ms; leaky-bucket capacity=2 rate=1/3ms",
+    "gcra rate=3/10ms burst=2; sliding-log limit=9 window=40ms",
+    "token-bucket capacity=1000000000 rate=1000000000/s",
+    "sliding-window limit=1000000000 window=30d",
+    "token-bucket capacity=2 rate=1/30d; fixed-window limit=1 window=1ms",
+};
+#define N_SPECS (sizeof specs / sizeof specs[0])
+#define N_KEYS 24
+
+typedef struct {
+    sluice_limiter *l[N_SPECS][N_KEYS];
+    int64_t last_use_evictions[N_SPECS][N_KEYS]; /* evictions count at the key's last decision */
+} refs;
+
+static void refs_reset(refs *r, size_t spec, size_t key, const sluice_policy *p) {
+    sluice_limiter_free(r->l[spec][key]);
+    r->l[spec][key] = NULL;
+    sluice_limiter_new_policy(p, sluice_clock_monotonic(), &r->l[spec][key]);
+}
+
+/* Whether a reference limiter is in its fresh state at now_ms. */
+static int ref_fresh(sluice_limiter *l, int64_t now_ms) {
+    const sluice_policy *p = sluice_limiter_policy(l);
+    for (size_t i = 0; i < sluice_policy_n_parts(p); i++) {
+        sluice_decision d;
+        sluice__limiter_peek_part(l, i, now_ms, &d);
+        if (d.reset_ms != 0) return 0;
+    }
+    return 1;
+}
+
+/* Runs one trace. max_keys tiny so that fresh keys are forgotten all the
+ * time; evict: whether forced evictions may happen (then each difference
+ * must be explained by one). Returns the number of explained differences. */
+static long run_trace(uint64_t seed, const char *url, int evict, long steps, int collide) {
+    sluice_policy *pol[N_SPECS];
+    for (size_t i = 0; i < N_SPECS; i++) pol[i] = policy(i % 2 ? "odd" : "even", specs[i]);
+    sluice_store *s = open_store(url, NULL);
+    if (!s) return -1;
+    if (collide) sluice__memory_store_collide(s);
+    static refs r;
+    memset(&r, 0, sizeof r);
+    for (size_t i = 0; i < N_SPECS; i++)
+        for (size_t k = 0; k < N_KEYS; k++) refs_reset(&r, i, k, pol[i]);
+    uint64_t rs = seed;
+    int64_t now = check_range_(&rs, -1000000, 1000000), high = now;
+    long explained = 0, failures = 0;
+    for (long step = 0; step < steps && failures == 0; step++) {
+        /* time: mostly small steps, sometimes an idle gap, sometimes back */
+        int64_t roll = check_range_(&rs, 0, 99);
+        if (roll < 60) now += check_range_(&rs, 0, 3);
+        else if (roll < 90) now += check_range_(&rs, 0, 40);
+        else if (roll < 95) now += check_range_(&rs, 0, 100000);
+        else if (roll < 97) now += check_range_(&rs, 0, INT64_C(1) << 40);
+        else now -= check_range_(&rs, 0, 50); /* the store's time stands still */
+        if (now > SLUICE_TIME_MAX_MS / 2) now = SLUICE_TIME_MAX_MS / 2;
+        /* the store's time: the highest reading of a call that succeeded */
+        int64_t eff = now > high ? now : high;
+        size_t sp = (size_t)check_range_(&rs, 0, N_SPECS - 1);
+        /* few keys are hot, many are rare */
+        size_t key = (size_t)(check_range_(&rs, 0, 3) == 0 ? check_range_(&rs, 0, N_KEYS - 1)
+                                                           : check_range_(&rs, 0, 3));
+        int64_t limit = SLUICE_LIMIT_MAX;
+        for (size_t i = 0; i < pol[sp]->n_parts; i++)
+            if (pol[sp]->parts[i].limit < limit) limit = pol[sp]->parts[i].limit;
+        int64_t cost = check_range_(&rs, 0, 9) < 7 ? 1 : check_range_(&rs, 1, limit < 4 ? limit : 4);
+        if (check_range_(&rs, 0, 99) == 0) cost = limit + 1; /* a bad cost */
+        char kb[8];
+        int kn = snprintf(kb, sizeof kb, "k%zu", key);
+        /* a key the store no longer holds must have been fresh (forgotten,
+         * losslessly) or evicted by force since its last use */
+        if (!sluice__memory_store_holds(s, pol[sp], kb, (size_t)kn) && !ref_fresh(r.l[sp][key], eff)) {
+            if (evict && stats(s).evicted > r.last_use_evictions[sp][key]) {
+                explained++;
+                refs_reset(&r, sp, key, pol[sp]);
+            } else {
+                fprintf(stderr, "seed %llu step %ld: %s key %s was dropped while not fresh\n",
+                        (unsigned long long)seed, step, specs[sp], kb);
+                failures++;
+                continue;
+            }
+        }
+        sluice_decision got, want;
+        int rc = sluice_store_acquire_at(s, pol[sp], kb, (size_t)kn, cost, now, &got);
+        int rc_ref = sluice_acquire_at(r.l[sp][key], cost, eff, &want);
+        if (rc == 0) high = eff;
+        if (rc != rc_ref) {
+            fprintf(stderr, "seed %llu step %ld: rc %d, reference %d\n", (unsigned long long)seed, step, rc, rc_ref);
+            failures++;
+            continue;
+        }
+        if (rc == 0 && !same(&got, &want)) {
+            fprintf(stderr, "seed %llu step %ld: %s key %s cost %lld at %lld (store time %lld)\n",
+                    (unsigned long long)seed, step, specs[sp], kb, (long long)cost, (long long)now,
+                    (long long)eff);
+            print_decision("store", &got);
+            print_decision("reference", &want);
+            failures++;
+        }
+        r.last_use_evictions[sp][key] = stats(s).evicted;
+    }
+    sluice_store_stats st = stats(s);
+    if (!evict) CHECK_EQ(st.evicted, 0);
+    CHECK(explained <= st.evicted);
+    CHECK_EQ(failures, 0);
+    for (size_t i = 0; i < N_SPECS; i++) {
+        for (size_t k = 0; k < N_KEYS; k++) sluice_limiter_free(r.l[i][k]);
+        sluice_policy_free(pol[i]);
+    }
+    sluice_store_close(s);
+    return failures ? -1 : explained;
+}
+
+/* With room for every key, nothing is ever evicted and the store must equal
+ * the references exactly; tiny windows make keys fresh (and forgotten, when
+ * a new key needs room) constantly. */
+TEST(differential_lossless_forgetting) {
+    long steps = (long)(200000 * scale());
+    for (uint64_t seed = 1; seed <= 4; seed++) {
+        /* 11 policies x 24 keys = 264 pairs, but few are not fresh at once */
+        CHECK(run_trace(seed, "memory:?max_keys=264", 0, steps, 0) >= 0);
+    }
+    CHECK(run_trace(99, "memory:?max_keys=100000", 0, steps, 0) >= 0);
+}
+
+/* A table far too small: keys that are not fresh get evicted; every
+ * difference from the references is explained by a counted eviction. */
+TEST(differential_forced_eviction) {
+    long steps = (long)(100000 * scale());
+    long explained = 0;
+    for (uint64_t seed = 11; seed <= 13; seed++) {
+        long e = run_trace(seed, "memory:?max_keys=6", 1, steps, 0);
+        CHECK(e >= 0);
+        explained += e;
+    }
+    CHECK(explained > 0); /* evictions really changed decisions */
+}
+
+/* Every key collides: only slower, still exact. */
+TEST(differential_all_keys_collide) {
+    CHECK(run_trace(7, "memory:?max_keys=264", 0, (long)(50000 * scale()), 1) >= 0);
+    CHECK(run_trace(8, "memory:?max_keys=8", 1, (long)(50000 * scale()), 1) >= 0);
+}
+
+/* Refuse mode with a tiny table: EFULL only for new keys, nothing else
+ * differs (held keys stay exact; a refused key stays unknown). */
+TEST(refuse_is_exact_for_held_keys) {
+    sluice_policy *p = policy("p", "token-bucket capacity=3 rate=1/50ms");
+    sluice_store *s = open_store("memory:?max_keys=5&on_full=refuse", NULL);
+    REQUIRE(p && s);
+    sluice_limiter *ref[40] = {0};
+    uint64_t rs = 5;
+    int64_t now = 0;
+    long refused = 0;
+    for (int step = 0; step < 20000; step++) {
+        now += check_range_(&rs, 0, 20);
+        int key = (int)check_range_(&rs, 0, 39);
+        char kb[8];
+        int kn = snprintf(kb, sizeof kb, "r%d", key);
+        sluice_decision got, want;
+        int rc = sluice_store_acquire_at(s, p, kb, (size_t)kn, 1, now, &got);
+        if (rc == SLUICE_EFULL) {
+            refused++;
+            /* refused keys were not held: a new reference starts fresh */
+            sluice_limiter_free(ref[key]);
+            ref[key] = NULL;
+            continue;
+        }
+        CHECK_EQ(rc, 0);
+        if (!ref[key]) sluice_limiter_new_policy(p, sluice_clock_monotonic(), &ref[key]);
+        sluice_acquire_at(ref[key], 1, now, &want);
+        CHECK(same(&got, &want));
+    }
+    sluice_store_stats st = stats(s);
+    CHECK(refused > 0);
+    CHECK_EQ(st.refused, refused);
+    CHECK_EQ(st.evicted, 0);
+    CHECK(st.forgotten > 0);
+    for (int i = 0; i < 40; i++) sluice_limiter_free(ref[i]);
+    sluice_store_close(s);
+    sluice_policy_free(p);
+}
+
+/* ---- concurrency ---- */
+
+enum { N_THREADS = 8 };
+
+typedef struct {
+    sluice_store *s;
+    const sluice_policy *p;
+    int attempts, n_keys;
+    pthread_barrier_t *go;
+    long admitted[64];
+    int errors;
+    uint64_t seed;
+} racer;
+
+static void *race(void *arg) {
+    racer *r = arg;
+    pthread_barrier_wait(r->go);
+    for (int i = 0; i < r->attempts; i++) {
+        int key = r->n_keys == 1 ? 0 : (int)check_range_(&r->seed, 0, r->n_keys - 1);
+        char kb[16];
+        int kn = snprintf(kb, sizeof kb, "key-%d", key);
+        sluice_decision d;
+        if (sluice_store_acquire_at(r->s, r->p, kb, (size_t)kn, 1, 5000, &d)) r->errors++;
+        else if (d.allowed) r->admitted[key]++;
+    }
+    return NULL;
+}
+
+static void race_keys(const char *spec, int n_keys, long capacity, int attempts) {
+    sluice_store *s = open_store("memory:", NULL);
+    sluice_policy *p = policy("race", spec);
+    REQUIRE(s && p);
+    pthread_t t[N_THREADS];
+    static racer r[N_THREADS];
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, N_THREADS);
+    for (int i = 0; i < N_THREADS; i++) {
+        memset(&r[i], 0, sizeof r[i]);
+        r[i].s = s;
+        r[i].p = p;
+        r[i].attempts = attempts;
+        r[i].n_keys = n_keys;
+        r[i].go = &go;
+        r[i].seed = (uint64_t)i + 1;
+        pthread_create(&t[i], NULL, race, &r[i]);
+    }
+    long per_key[64] = {0};
+    for (int i = 0; i < N_THREADS; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_EQ(r[i].errors, 0);
+        for (int k = 0; k < n_keys; k++) per_key[k] += r[i].admitted[k];
+    }
+    for (int k = 0; k < n_keys; k++) {
+        if (per_key[k] != capacity) fprintf(stderr, "%s key %d: %ld admitted of %ld\n", spec, k, per_key[k], capacity);
+        CHECK_EQ(per_key[k], capacity);
+    }
+    CHECK_EQ(stats(s).keys, n_keys);
+    pthread_barrier_destroy(&go);
+    sluice_store_close(s);
+    sluice_policy_free(p);
+}
+
+TEST(threads_race_first_request_on_one_key) {
+    race_keys("token-bucket capacity=500 rate=1/h", 1, 500, 200);
+    race_keys("sliding-log limit=300 window=1h; fixed-window limit=400 window=1d", 1, 300, 200);
+}
+
+TEST(threads_over_shared_keys_never_over_admit) {
+    /* frozen time, each key tried far more than its capacity: exactly it */
+    race_keys("token-bucket capacity=50 rate=1/h", 64, 50, 2000);
+    race_keys("sliding-window limit=40 window=1h", 64, 40, 2000);
+}
+
+/* ---- memory stays bounded ---- */
+
+static long rss_kib(void) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    long pages = 0, resident = 0;
+    if (!f) return -1;
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = -1;
+    fclose(f);
+    return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* In a new process (this program again), so that memory freed by earlier
+ * tests cannot hide what the store takes. */
+static int churn(void) {
+    const int64_t max_keys = 100000;
+    long n = SANITIZED ? 1000000 : 10000000;
+    long before = rss_kib();
+    sluice_store *s = open_store("memory:?max_keys=100000", NULL);
+    /* keys stay not-fresh a long time, so the table is full and evicting */
+    sluice_policy *p = policy("m", "token-bucket capacity=5 rate=1/h");
+    sluice_policy *q = policy("n", "sliding-window limit=9 window=1h; token-bucket capacity=3 rate=1/m");
+    if (!s || !p || !q) return 1;
+    char kb[40];
+    long errors = 0;
+    for (long i = 0; i < n; i++) {
+        /* a mix of short and long (heap) keys and of inline and heap states */
+        int kn = snprintf(kb, sizeof kb, i % 3 ? "%ld" : "client-key-number-%ld", i);
+        sluice_decision d;
+        if (sluice_store_acquire_at(s, i % 4 ? p : q, kb, (size_t)kn, 1, i / 1000, &d) || !d.allowed)
+            errors++;
+    }
+    sluice_store_stats st = stats(s);
+    long grown = rss_kib() - before;
+    /* 64 bytes of table per key, plus heap keys (~48 B with malloc's header)
+     * for a third of the keys and heap states (2 x 32 B + header) for a
+     * quarter, plus allocator slack: 300 bytes per key of capacity */
+    long bound_kib = (long)(max_keys * 300 / 1024) + 4096;
+    fprintf(stderr, "%ld keys passed; %lld held; rss grew %ld KiB (bound %ld KiB)\n", n,
+            (long long)st.keys, grown, bound_kib);
+    int ok = errors == 0 && st.keys == max_keys && st.allowed == n &&
+             st.evicted + st.forgotten == n - max_keys && (SANITIZED || grown < bound_kib);
+    sluice_store_close(s);
+    sluice_policy_free(p);
+    sluice_policy_free(q);
+    return ok ? 0 : 1;
+}
+
+TEST(ten_million_keys_bounded_memory) {
+    if (getenv("SLUICE_CHURN_CHILD")) exit(churn());
+    fflush(NULL);
+    pid_t pid = fork();
+    REQUIRE(pid >= 0);
+    if (pid == 0) {
+        setenv("SLUICE_CHURN_CHILD", "1", 1);
+        execl("/proc/self/exe", "test_store_memory", "ten_million_keys_bounded_memory", (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+TEST_MAIN(per_key_state_is_independent, keys_are_binary_safe, bad_urls_and_options,
+          full_store_refuses_new_keys_changing_nothing, full_store_evicts_least_recently_used,
+          changed_policy_starts_fresh, differential_lossless_forgetting, differential_forced_eviction,
+          differential_all_keys_collide, refuse_is_exact_for_held_keys,
+          threads_race_first_request_on_one_key, threads_over_shared_keys_never_over_admit,
+          ten_million_keys_bounded_memory)
