@@ -180,6 +180,8 @@ int sluice__params_init(const sluice_config *c, sluice__params *p, char *err, si
         p->r = c->rate / g;      /* <= 10^12          */
         p->p = c->period_ms / g; /* <= 2.592e9        */
         p->tau = c->limit * p->p; /* <= 2.592e18 < 2^62 */
+        sluice__div_init(&p->by_p, (uint64_t)p->p);
+        sluice__div_init(&p->by_r, (uint64_t)p->r);
     } else {
         p->window_ms = c->period_ms;
     }

@@ -54,7 +54,8 @@ static int decide_locked(sluice_limiter *l, int64_t cost, int64_t now_ms, sluice
     }
 }
 
-static int acquire_locked(sluice_limiter *l, int64_t cost, int64_t now_ms, sluice_decision *d) {
+static __attribute__((noinline)) int acquire_locked(sluice_limiter *l, int64_t cost, int64_t now_ms,
+                                                    sluice_decision *d) {
     sluice__lock_take(&l->lock);
     int rc = decide_locked(l, cost, now_ms, d);
     sluice__lock_give(&l->lock);
@@ -63,7 +64,8 @@ static int acquire_locked(sluice_limiter *l, int64_t cost, int64_t now_ms, sluic
 
 /* Moves a word limiter's state to the locked 128-bit form (once), then
  * decides there. */
-static int move_and_acquire(sluice_limiter *l, int64_t cost, int64_t now_ms, sluice_decision *d) {
+static __attribute__((noinline, cold)) int move_and_acquire(sluice_limiter *l, int64_t cost,
+                                                            int64_t now_ms, sluice_decision *d) {
     sluice__lock_take(&l->lock);
     int64_t w = atomic_load_explicit(&l->word, memory_order_acquire);
     while (w != WORD_MOVED) {
@@ -78,9 +80,11 @@ static int move_and_acquire(sluice_limiter *l, int64_t cost, int64_t now_ms, slu
     return rc;
 }
 
-/* ---- the word path: O(1), one CAS on an admission, none on a denial ---- */
+/* ---- the word path: O(1), one CAS on an admission, none on a denial ----
+ * The new word is computed in registers and swapped in before the decision
+ * is written: its divisions would otherwise hold the CAS back. */
 
-static int acquire_word(sluice_limiter *l, int64_t cost, int64_t now_ms, sluice_decision *d) {
+static inline int acquire_word(sluice_limiter *l, int64_t cost, int64_t now_ms, sluice_decision *d) {
     const sluice__params *p = &l->fast;
     int64_t ts, b, nb, nw;
     /* both within +-2^61: the difference fits */
@@ -91,12 +95,18 @@ static int acquire_word(sluice_limiter *l, int64_t cost, int64_t now_ms, sluice_
         if (w == WORD_MOVED) return acquire_locked(l, cost, now_ms, d);
         if (w == WORD_FRESH || w <= ts) b = 0;
         else if (__builtin_sub_overflow(w, ts, &b)) return move_and_acquire(l, cost, now_ms, d);
-        if (!sluice__gcra_core(p, b, cost, l->shaper, d, &nb)) return 0; /* denied */
+        if (!sluice__gcra_room(p, b, cost)) {
+            sluice__gcra_denied(p, b, cost, d);
+            return 0;
+        }
+        nb = b + cost * p->p;
         if (__builtin_add_overflow(ts, nb, &nw) || nw <= WORD_FRESH)
             return move_and_acquire(l, cost, now_ms, d);
         if (atomic_compare_exchange_weak_explicit(&l->word, &w, nw, memory_order_acq_rel,
-                                                  memory_order_acquire))
+                                                  memory_order_acquire)) {
+            sluice__gcra_allowed(p, b, nb, l->shaper, d);
             return 0;
+        }
         atomic_fetch_add_explicit(&l->cas_retries, 1, memory_order_relaxed);
     }
 }

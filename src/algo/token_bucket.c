@@ -7,34 +7,6 @@
  * tau = C*p. The leaky bucket (leaky_bucket.c) shares this core. */
 #include "internal.h"
 
-/* The core in 64 bits: every value here is <= 2^62 except a backlog after a
- * huge backward step, which is only compared and subtracted (see below). */
-int sluice__gcra_core(const sluice__params *p, int64_t backlog, int64_t cost, int shaper,
-                      sluice_decision *d, int64_t *new_backlog) {
-    int64_t b = backlog > 0 ? backlog : 0;
-    int64_t need = cost * p->p; /* cost <= C, so need <= tau */
-    d->part = 0;
-    d->enforced = true;
-    d->limit = p->limit;
-    if (b <= p->tau - need) { /* b + need <= tau: room for it */
-        int64_t nb = b + need;
-        d->allowed = true;
-        d->remaining = (p->tau - nb) / p->p;
-        d->retry_after_ms = 0;
-        d->reset_ms = sluice__ceil_div(nb, p->r);
-        d->delay_ms = shaper ? sluice__ceil_div(b, p->r) : 0;
-        *new_backlog = nb;
-        return 1;
-    }
-    d->allowed = false;
-    d->remaining = b <= p->tau ? (p->tau - b) / p->p : 0;
-    /* b - tau > -need, so the sum is positive and (b <= INT64_MAX) fits. */
-    d->retry_after_ms = sluice__ceil_div((b - p->tau) + need, p->r);
-    d->reset_ms = sluice__ceil_div(b, p->r);
-    d->delay_ms = 0;
-    return 0;
-}
-
 static sluice__i128 ceil_div128(sluice__i128 a, int64_t b) {
     return a / b + (a % b != 0);
 }

@@ -1,0 +1,718 @@
+/* bench_core.c: what one decision costs, next to the floor it cannot beat.
+ *
+ *   make bench              builds (-O2) and runs every program in bench/
+ *   ./build/bench_core      this one alone, after `make build`
+ *
+ * Benchmarks report figures; tests assert behaviour. This program prints and
+ * exits 0; it exits 1 only when something errors (a call fails, a case
+ * leaves the path it is meant to measure, a counter comes out wrong).
+ *
+ * Every figure is nanoseconds of wall time per operation, timed with
+ * CLOCK_MONOTONIC: a pilot sizes N so that one run takes about 60 ms, one
+ * run warms up, then 5 runs are timed. "ns/op" is the median of the 5;
+ * "min" the fastest; "spread" (slowest - fastest) / median, the noise of
+ * this run. On a VM, run it twice before trusting a difference of a few %.
+ * With 2 threads the figure is wall time / the operations of both threads:
+ * aggregate throughput, so a figure below the 1-thread one means the two
+ * threads gained by running in parallel, above it that they got in each
+ * other's way. Threads are pinned, one per CPU, when there are two CPUs.
+ * Two-thread figures swing between runs (how often the threads collide
+ * varies); "met each other" says how often they did on the limiter.
+ *
+ * Sections:
+ *  clocks   one read of each clock source, and which one sluice's default
+ *           monotonic clock reads here (it takes CLOCK_MONOTONIC_COARSE only
+ *           when clock_getres says 1 ms or finer, as src/clock.c does).
+ *  floors   cas64: load a 64-bit word in its own 64-byte line, add, CAS it
+ *           back (successful each time): what the token bucket's lock-free
+ *           word path does besides arithmetic. clock + cas64: the same with
+ *           one read of the default clock whose value feeds the CAS. A
+ *           "via a call" line shows what an out-of-line call adds.
+ *  locks    a take + give (around a counter increment) of sluice's lock, of
+ *           a pthread mutex, and a 128-bit CAS (lock cmpxchg16b, x86-64
+ *           only) on a 16-byte pair, alone and with two threads on one
+ *           object: the evidence for the lock of the window algorithms.
+ *           (The process starts a thread first: glibc skips a mutex's
+ *           atomics while a process has never had one.)
+ *  limiters ns per decision of cost 1, for sluice_acquire (reads the
+ *           default clock itself) and sluice_acquire_at (the caller passes a
+ *           reading), on the allow and the deny path, 1 and 2 threads on one
+ *           limiter. Every decision is checked to stay on its path.
+ *             allow: token/leaky bucket capacity 1e9, 1e9 per s; fixed and
+ *               sliding window limit 1e9 per 1 h; sliding log limit 1e9 per
+ *               1 s; composite = that token bucket AND that sliding window.
+ *               acquire_at passes one frozen reading for the whole
+ *               measurement (an event loop's turn), so buckets and windows
+ *               just count up; 1e9 outlasts it. The sliding log's reading
+ *               instead advances 1 ms per decision, so its ring holds its
+ *               steady state of 1000 entries (one per ms of the window) and
+ *               each decision drops the oldest entry and appends one: O(log
+ *               1000) searches and bounded memory. sluice_acquire reads the
+ *               real clock: buckets refill 1e6 per ms, far more than is
+ *               taken; the log merges each ms's admissions into one entry.
+ *             deny: capacity/limit 1, already used, refill 1 per 30 days or
+ *               window 30 days: every decision is a denial. The composite's
+ *               token bucket is exhausted while its window still admits, so
+ *               a denial asks both parts and reports the window's state.
+ *  goals    the ratios the issue sets, with PASS/MISS (informational): the
+ *           token bucket's acquire allow path <= 1.3x clock + cas64, its
+ *           acquire_at <= 1.3x cas64, and deny no slower than allow.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "sluice.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define HAVE_RDTSC 1
+#endif
+#if defined(__x86_64__)
+#define HAVE_CX16 1
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Timing                                                                    */
+/* ------------------------------------------------------------------------ */
+
+enum { N_RUNS = 5 };
+#define RUN_NS 60e6  /* one timed run */
+#define PILOT_NS 5e6 /* the pilot that sizes N */
+
+static volatile uint64_t sink; /* results go here: nothing is dead code */
+static int failed;             /* something errored: exit 1 */
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* The CPUs threads are pinned to: the first two this process may use. */
+static int n_cpus, cpu_of[2];
+
+static void pin_to(int i) {
+    if (n_cpus < 2) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu_of[i], &set);
+    pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* best effort */
+}
+
+/* Runs n operations per thread on nthreads (1 or 2) threads. tid is 0 or 1. */
+typedef void (*work_fn)(void *ctx, int tid, uint64_t n);
+
+typedef struct {
+    work_fn fn;
+    void *ctx;
+    int tid;
+    uint64_t n;
+    atomic_int *arrived;
+    int64_t t0, t1;
+} worker;
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    pin_to(w->tid);
+    atomic_fetch_add(w->arrived, 1);
+    for (unsigned i = 0; atomic_load(w->arrived) < 2; i++) {
+        if (i < 1000) cpu_relax();
+        else sched_yield();
+    }
+    w->t0 = now_ns();
+    w->fn(w->ctx, w->tid, w->n);
+    w->t1 = now_ns();
+    return NULL;
+}
+
+/* Wall ns for n operations on each of nthreads threads. With 2, from the
+ * first thread's start to the last one's end (both start together). */
+static int64_t timed(work_fn fn, void *ctx, int nthreads, uint64_t n) {
+    if (nthreads == 1) {
+        int64_t t0 = now_ns();
+        fn(ctx, 0, n);
+        return now_ns() - t0;
+    }
+    atomic_int arrived = 0;
+    worker w[2];
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) {
+        w[i] = (worker){.fn = fn, .ctx = ctx, .tid = i, .n = n, .arrived = &arrived};
+        if (pthread_create(&th[i], NULL, worker_main, &w[i]) != 0) {
+            fprintf(stderr, "bench_core: pthread_create failed\n");
+            exit(1);
+        }
+    }
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    int64_t t0 = w[0].t0 < w[1].t0 ? w[0].t0 : w[1].t0;
+    int64_t t1 = w[0].t1 > w[1].t1 ? w[0].t1 : w[1].t1;
+    return t1 - t0;
+}
+
+typedef struct {
+    double med, min, spread; /* ns per operation; spread as a fraction */
+    uint64_t ops;            /* operations run in all, pilot included */
+} result;
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Pilot (doubling n until a run takes PILOT_NS), one warm-up run of the
+ * size that takes RUN_NS, then N_RUNS timed runs. */
+static result measure(work_fn fn, void *ctx, int nthreads) {
+    result r = {0};
+    uint64_t n = 256;
+    int64_t t;
+    for (;;) {
+        t = timed(fn, ctx, nthreads, n);
+        r.ops += n * (uint64_t)nthreads;
+        if (t >= PILOT_NS || n >= (UINT64_C(1) << 40)) break;
+        n *= 2;
+    }
+    double per = (double)(t > 0 ? t : 1) / (double)n;
+    n = (uint64_t)(RUN_NS / per);
+    if (n < 1) n = 1;
+    timed(fn, ctx, nthreads, n);
+    r.ops += n * (uint64_t)nthreads;
+    double v[N_RUNS];
+    for (int i = 0; i < N_RUNS; i++) {
+        v[i] = (double)timed(fn, ctx, nthreads, n) / (double)(n * (uint64_t)nthreads);
+        r.ops += n * (uint64_t)nthreads;
+    }
+    qsort(v, N_RUNS, sizeof v[0], cmp_double);
+    r.med = v[N_RUNS / 2];
+    r.min = v[0];
+    r.spread = r.med > 0 ? (v[N_RUNS - 1] - v[0]) / r.med : 0;
+    return r;
+}
+
+/* One line: a label, then the figures. extra (may be "") goes at the end. */
+static void row(const char *label, const char *unit, result r, const char *extra) {
+    printf("%-44s %8.2f ns/%-9s min %8.2f  spread %5.1f%%%s%s\n", label, r.med, unit, r.min,
+           100 * r.spread, *extra ? "  " : "", extra);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Clock sources                                                             */
+/* ------------------------------------------------------------------------ */
+
+static void work_clock_gettime(void *ctx, int tid, uint64_t n) {
+    (void)tid;
+    clockid_t id = *(const clockid_t *)ctx;
+    struct timespec ts;
+    uint64_t acc = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        clock_gettime(id, &ts);
+        acc += (uint64_t)ts.tv_nsec;
+    }
+    sink += acc;
+}
+
+#ifdef HAVE_RDTSC
+static void work_rdtsc(void *ctx, int tid, uint64_t n) {
+    (void)ctx, (void)tid;
+    uint64_t acc = 0;
+    for (uint64_t i = 0; i < n; i++) acc += __rdtsc();
+    sink += acc;
+}
+#endif
+
+static void work_sluice_clock(void *ctx, int tid, uint64_t n) {
+    (void)ctx, (void)tid;
+    const sluice_clock *c = sluice_clock_monotonic();
+    uint64_t acc = 0;
+    for (uint64_t i = 0; i < n; i++) acc += (uint64_t)sluice_clock_now_ms(c);
+    sink += acc;
+}
+
+static void res_text(clockid_t id, char *buf, size_t len) {
+    struct timespec res;
+    if (clock_getres(id, &res) != 0) snprintf(buf, len, "resolution unknown");
+    else if (res.tv_sec == 0 && res.tv_nsec < 1000)
+        snprintf(buf, len, "resolution %ld ns", res.tv_nsec);
+    else
+        snprintf(buf, len, "resolution %.3f ms", (double)res.tv_sec * 1e3 + res.tv_nsec / 1e6);
+}
+
+static void bench_clocks(void) {
+    char extra[96];
+    printf("\n== clock sources: one read (ns/read)\n");
+    static const struct {
+        clockid_t id;
+        const char *name;
+    } srcs[] = {
+        {CLOCK_MONOTONIC, "clock_gettime(CLOCK_MONOTONIC)"},
+#ifdef CLOCK_MONOTONIC_COARSE
+        {CLOCK_MONOTONIC_COARSE, "clock_gettime(CLOCK_MONOTONIC_COARSE)"},
+#endif
+        {CLOCK_REALTIME, "clock_gettime(CLOCK_REALTIME)"},
+    };
+    for (size_t i = 0; i < sizeof srcs / sizeof srcs[0]; i++) {
+        clockid_t id = srcs[i].id;
+        res_text(id, extra, sizeof extra);
+        row(srcs[i].name, "read", measure(work_clock_gettime, &id, 1), extra);
+    }
+#ifdef HAVE_RDTSC
+    /* the TSC's rate, to turn ns into TSC ticks (not always the core clock) */
+    int64_t t0 = now_ns();
+    uint64_t c0 = __rdtsc();
+    while (now_ns() - t0 < 20000000) {
+    }
+    double ghz = (double)(__rdtsc() - c0) / (double)(now_ns() - t0);
+    snprintf(extra, sizeof extra, "TSC ticks at %.3f GHz", ghz);
+    row("rdtsc", "read", measure(work_rdtsc, NULL, 1), extra);
+#else
+    printf("%-44s (not x86: skipped)\n", "rdtsc");
+#endif
+    /* the source sluice's default clock reads, chosen as src/clock.c does */
+    const char *which = "CLOCK_MONOTONIC";
+    char why[96] = "CLOCK_MONOTONIC_COARSE unavailable";
+#ifdef CLOCK_MONOTONIC_COARSE
+    struct timespec res;
+    if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0) {
+        int coarse = res.tv_sec == 0 && res.tv_nsec <= 1000000;
+        if (coarse) which = "CLOCK_MONOTONIC_COARSE";
+        snprintf(why, sizeof why, "COARSE resolution %.3f ms %s 1 ms",
+                 (double)res.tv_sec * 1e3 + res.tv_nsec / 1e6, coarse ? "<=" : ">");
+    }
+#endif
+    snprintf(extra, sizeof extra, "reads %s (%s)", which, why);
+    row("sluice_clock_now_ms(sluice_clock_monotonic())", "read",
+        measure(work_sluice_clock, NULL, 1), extra);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Floors: CAS alone, clock + CAS                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    _Alignas(64) _Atomic uint64_t word;
+    atomic_ullong retries; /* failed CASes (contention) */
+} cas_ctx;
+
+/* Load, add, CAS back, retrying on failure: the shape of the word path. */
+static void work_cas64(void *ctx, int tid, uint64_t n) {
+    (void)tid;
+    cas_ctx *c = ctx;
+    uint64_t fails = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t w = atomic_load_explicit(&c->word, memory_order_acquire);
+        while (!atomic_compare_exchange_strong_explicit(&c->word, &w, w + 1, memory_order_acq_rel,
+                                                        memory_order_acquire))
+            fails++;
+    }
+    atomic_fetch_add(&c->retries, fails);
+}
+
+/* The same, one operation per out-of-line call. */
+__attribute__((noinline)) static uint64_t cas64_call(_Atomic uint64_t *word, uint64_t add) {
+    uint64_t w = atomic_load_explicit(word, memory_order_acquire);
+    while (!atomic_compare_exchange_strong_explicit(word, &w, w + add, memory_order_acq_rel,
+                                                    memory_order_acquire)) {
+    }
+    return w;
+}
+
+static void work_cas64_call(void *ctx, int tid, uint64_t n) {
+    (void)tid;
+    cas_ctx *c = ctx;
+    uint64_t acc = 0;
+    for (uint64_t i = 0; i < n; i++) acc += cas64_call(&c->word, 1);
+    sink += acc;
+}
+
+/* One read of the default clock, its value added by the CAS. */
+static void work_clock_cas64(void *ctx, int tid, uint64_t n) {
+    (void)tid;
+    cas_ctx *c = ctx;
+    const sluice_clock *clk = sluice_clock_monotonic();
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t t = (uint64_t)sluice_clock_now_ms(clk);
+        uint64_t w = atomic_load_explicit(&c->word, memory_order_acquire);
+        while (!atomic_compare_exchange_strong_explicit(&c->word, &w, w + t, memory_order_acq_rel,
+                                                        memory_order_acquire)) {
+        }
+    }
+}
+
+static result floor_cas, floor_clock_cas;
+
+static void bench_floors(void) {
+    printf("\n== floors: 1 thread (ns/op)\n");
+    cas_ctx *c = aligned_alloc(64, sizeof(cas_ctx));
+    if (!c) exit(1);
+    atomic_init(&c->word, 0);
+    atomic_init(&c->retries, 0);
+    floor_cas = measure(work_cas64, c, 1);
+    row("cas64: load, add, CAS (a loop)", "op", floor_cas, "floor of acquire_at");
+    row("cas64 via an out-of-line call", "op", measure(work_cas64_call, c, 1),
+        "what a call adds to it");
+    floor_clock_cas = measure(work_clock_cas64, c, 1);
+    row("clock + cas64: default clock read, CAS", "op", floor_clock_cas, "floor of acquire");
+    free(c);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Locks: sluice's lock, pthread mutex, 128-bit CAS                          */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    _Alignas(64) sluice__lock lk;
+    uint64_t count; /* guarded by lk */
+} slock_ctx;
+
+static void work_slock(void *ctx, int tid, uint64_t n) {
+    (void)tid;
+    slock_ctx *c = ctx;
+    for (uint64_t i = 0; i < n; i++) {
+        sluice__lock_take(&c->lk);
+        c->count++;
+        sluice__lock_give(&c->lk);
+    }
+}
+
+typedef struct {
+    _Alignas(64) pthread_mutex_t mu;
+    uint64_t count; /* guarded by mu */
+} mutex_ctx;
+
+static void work_mutex(void *ctx, int tid, uint64_t n) {
+    (void)tid;
+    mutex_ctx *c = ctx;
+    for (uint64_t i = 0; i < n; i++) {
+        pthread_mutex_lock(&c->mu);
+        c->count++;
+        pthread_mutex_unlock(&c->mu);
+    }
+}
+
+#ifdef HAVE_CX16
+typedef struct {
+    _Alignas(64) struct {
+        uint64_t lo, hi;
+    } pair; /* 16-byte aligned (64, its own line) */
+    atomic_ullong retries;
+} cas128_ctx;
+
+/* lock cmpxchg16b: when *p == (*lo, *hi) stores (nlo, nhi) and returns 1;
+ * else loads *p into (*lo, *hi) and returns 0. Inline, so no libatomic. */
+static inline int cas128(cas128_ctx *p, uint64_t *lo, uint64_t *hi, uint64_t nlo, uint64_t nhi) {
+    unsigned char ok;
+    __asm__ __volatile__("lock cmpxchg16b %1\n\tsetz %0"
+                         : "=q"(ok), "+m"(p->pair), "+a"(*lo), "+d"(*hi)
+                         : "b"(nlo), "c"(nhi)
+                         : "memory", "cc");
+    return ok;
+}
+
+/* Load the pair (two 8-byte loads; a torn pair only fails the CAS), add 1
+ * to each half, CAS back, retrying on failure. */
+static void work_cas128(void *ctx, int tid, uint64_t n) {
+    (void)tid;
+    cas128_ctx *c = ctx;
+    uint64_t fails = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t lo = __atomic_load_n(&c->pair.lo, __ATOMIC_ACQUIRE);
+        uint64_t hi = __atomic_load_n(&c->pair.hi, __ATOMIC_ACQUIRE);
+        while (!cas128(c, &lo, &hi, lo + 1, hi + 1)) fails++;
+    }
+    atomic_fetch_add(&c->retries, fails);
+}
+#endif
+
+static void check_count(const char *what, uint64_t got, uint64_t want) {
+    if (got == want) return;
+    fprintf(stderr, "bench_core: %s counted %" PRIu64 " operations, ran %" PRIu64 "\n", what, got,
+            want);
+    failed = 1;
+}
+
+static void bench_locks(void) {
+    char label[64], extra[96];
+    printf("\n== locks: take + give around a counter increment, or one successful CAS (ns/op)\n");
+    for (int nt = 1; nt <= 2; nt++) {
+        const char *thr = nt == 1 ? "1 thread" : "2 threads";
+
+        slock_ctx *s = aligned_alloc(64, sizeof *s);
+        if (!s) exit(1);
+        memset(s, 0, sizeof *s);
+        atomic_init(&s->lk.held, 0);
+        atomic_init(&s->lk.contended, 0);
+        result r = measure(work_slock, s, nt);
+        check_count("sluice lock", s->count, r.ops);
+        snprintf(label, sizeof label, "sluice lock (xchg; store)     %s", thr);
+        snprintf(extra, sizeof extra, nt == 1 ? "" : "found held: %.1f%% of takes",
+                 100.0 * atomic_load(&s->lk.contended) / (double)r.ops);
+        row(label, "op", r, extra);
+        free(s);
+
+        mutex_ctx *m = aligned_alloc(64, sizeof *m);
+        if (!m) exit(1);
+        memset(m, 0, sizeof *m);
+        pthread_mutex_init(&m->mu, NULL);
+        r = measure(work_mutex, m, nt);
+        check_count("pthread mutex", m->count, r.ops);
+        snprintf(label, sizeof label, "pthread_mutex lock/unlock     %s", thr);
+        row(label, "op", r, "");
+        pthread_mutex_destroy(&m->mu);
+        free(m);
+
+#ifdef HAVE_CX16
+        cas128_ctx *q = aligned_alloc(64, sizeof *q);
+        if (!q) exit(1);
+        memset(q, 0, sizeof *q);
+        atomic_init(&q->retries, 0);
+        r = measure(work_cas128, q, nt);
+        check_count("cmpxchg16b", q->pair.lo, r.ops);
+        check_count("cmpxchg16b (high half)", q->pair.hi, r.ops);
+        snprintf(label, sizeof label, "cas128 (lock cmpxchg16b)      %s", thr);
+        snprintf(extra, sizeof extra, nt == 1 ? "" : "retries: %.1f%% of ops",
+                 100.0 * atomic_load(&q->retries) / (double)r.ops);
+        row(label, "op", r, extra);
+        free(q);
+#else
+        printf("cas128 (lock cmpxchg16b)      %s  (not x86-64: skipped)\n", thr);
+#endif
+
+        cas_ctx *c = aligned_alloc(64, sizeof *c);
+        if (!c) exit(1);
+        atomic_init(&c->word, 0);
+        atomic_init(&c->retries, 0);
+        r = measure(work_cas64, c, nt);
+        check_count("cas64", atomic_load(&c->word), r.ops);
+        snprintf(label, sizeof label, "cas64 (lock cmpxchg)          %s", thr);
+        snprintf(extra, sizeof extra, nt == 1 ? "" : "retries: %.1f%% of ops",
+                 100.0 * atomic_load(&c->retries) / (double)r.ops);
+        row(label, "op", r, extra);
+        free(c);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Limiters                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define DAY_MS INT64_C(86400000)
+
+enum { ALGO_TB, ALGO_LB, ALGO_FW, ALGO_SW, ALGO_LOG, ALGO_COMPOSITE, N_ALGOS };
+static const char *const algo_names[N_ALGOS] = {"token-bucket", "leaky-bucket", "fixed-window",
+                                                "sliding-window", "sliding-log", "composite"};
+
+/* A policy on the allow path (allow = 1) or the deny path, in parts[]. */
+static size_t configs(int algo, int allow, sluice_config parts[2]) {
+    int64_t big = SLUICE_LIMIT_MAX;
+    switch (algo) {
+    case ALGO_TB:
+        parts[0] = allow ? sluice_token_bucket(big, big, 1000) : sluice_token_bucket(1, 1, 30 * DAY_MS);
+        return 1;
+    case ALGO_LB:
+        parts[0] = allow ? sluice_leaky_bucket(big, big, 1000) : sluice_leaky_bucket(1, 1, 30 * DAY_MS);
+        return 1;
+    case ALGO_FW:
+        parts[0] = allow ? sluice_fixed_window(big, 3600000) : sluice_fixed_window(1, 30 * DAY_MS);
+        return 1;
+    case ALGO_SW:
+        parts[0] = allow ? sluice_sliding_window(big, 3600000) : sluice_sliding_window(1, 30 * DAY_MS);
+        return 1;
+    case ALGO_LOG:
+        parts[0] = allow ? sluice_sliding_log(big, 1000) : sluice_sliding_log(1, 30 * DAY_MS);
+        return 1;
+    default:
+        parts[0] = allow ? sluice_token_bucket(big, big, 1000) : sluice_token_bucket(1, 1, 30 * DAY_MS);
+        parts[1] = sluice_sliding_window(big, 3600000);
+        return 2;
+    }
+}
+
+typedef struct {
+    sluice_limiter *l;
+    int at;                 /* 1: sluice_acquire_at; 0: sluice_acquire     */
+    int64_t step_ms;        /* acquire_at: the reading's advance per decision */
+    int allow;              /* the path every decision must take            */
+    _Atomic int64_t next_ms; /* acquire_at: where the next run's readings start */
+    atomic_ullong off_path; /* decisions that took the other path           */
+    atomic_int rc;          /* an error code seen, or 0                     */
+} lim_ctx;
+
+static void work_limiter(void *ctx, int tid, uint64_t n) {
+    (void)tid;
+    lim_ctx *c = ctx;
+    sluice_decision d;
+    uint64_t allowed = 0;
+    int rc = 0;
+    if (!c->at) {
+        for (uint64_t i = 0; i < n; i++) {
+            int e = sluice_acquire(c->l, 1, &d);
+            if (e) rc = e;
+            allowed += d.allowed;
+        }
+    } else {
+        int64_t now = atomic_load(&c->next_ms), step = c->step_ms;
+        for (uint64_t i = 0; i < n; i++) {
+            int e = sluice_acquire_at(c->l, 1, now, &d);
+            if (e) rc = e;
+            allowed += d.allowed;
+            now += step;
+        }
+        /* the next run continues from the latest reading used */
+        int64_t seen = atomic_load(&c->next_ms);
+        while (seen < now && !atomic_compare_exchange_weak(&c->next_ms, &seen, now)) {
+        }
+    }
+    if (rc) atomic_store(&c->rc, rc);
+    atomic_fetch_add(&c->off_path, c->allow ? n - allowed : allowed);
+}
+
+/* 1-thread results, for the goals: [algo][at][allow] */
+static result lim_1t[N_ALGOS][2][2], lim_2t[N_ALGOS][2][2];
+
+static void bench_one_limiter(int algo, int at, int allow, int nt) {
+    sluice_config parts[2];
+    size_t n_parts = configs(algo, allow, parts);
+    sluice_policy *p;
+    sluice_limiter *l;
+    int rc = sluice_policy_new("bench", parts, n_parts, &p);
+    if (!rc) rc = sluice_limiter_new_policy(p, NULL, &l);
+    if (rc) {
+        fprintf(stderr, "bench_core: making the %s limiter: %s\n", algo_names[algo],
+                sluice_strerror(rc));
+        exit(1);
+    }
+    sluice_policy_free(p);
+
+    lim_ctx *c = calloc(1, sizeof *c);
+    if (!c) exit(1);
+    c->l = l;
+    c->at = at;
+    c->allow = allow;
+    c->step_ms = at && allow && algo == ALGO_LOG ? 1 : 0;
+    atomic_init(&c->next_ms, sluice_clock_now_ms(sluice_clock_monotonic()));
+    atomic_init(&c->off_path, 0);
+    atomic_init(&c->rc, 0);
+    if (!allow) { /* exhaust it: every later decision is a denial */
+        sluice_decision d;
+        rc = at ? sluice_acquire_at(l, 1, atomic_load(&c->next_ms), &d) : sluice_acquire(l, 1, &d);
+        if (rc || !d.allowed) {
+            fprintf(stderr, "bench_core: the first request to the %s limiter was not admitted\n",
+                    algo_names[algo]);
+            exit(1);
+        }
+    }
+
+    unsigned long met0 = sluice__limiter_contention(l);
+    result r = measure(work_limiter, c, nt);
+    unsigned long met = sluice__limiter_contention(l) - met0;
+
+    char label[64], extra[128];
+    snprintf(label, sizeof label, "%-15s %-10s %-5s %s", algo_names[algo],
+             at ? "acquire_at" : "acquire", allow ? "allow" : "deny", nt == 1 ? "1 thread" : "2 threads");
+    int n = 0;
+    if (nt == 2)
+        n = snprintf(extra, sizeof extra, "%6.1f M decisions/s  met each other %.1f%%",
+                     1e3 / r.med, 100.0 * (double)met / (double)r.ops);
+    else
+        extra[0] = 0;
+    uint64_t off = atomic_load(&c->off_path);
+    if (off)
+        snprintf(extra + n, sizeof extra - (size_t)n, "%sOFF PATH: %" PRIu64 " of %" PRIu64 " %s",
+                 n ? "  " : "", off, r.ops, allow ? "denied" : "admitted");
+    row(label, "decision", r, extra);
+    if (atomic_load(&c->rc)) {
+        fprintf(stderr, "bench_core: %s: %s\n", label, sluice_strerror(atomic_load(&c->rc)));
+        failed = 1;
+    }
+    if (off) failed = 1;
+    (nt == 1 ? lim_1t : lim_2t)[algo][at][allow] = r;
+    sluice_limiter_free(l);
+    free(c);
+}
+
+static void bench_limiters(void) {
+    printf("\n== limiters: one decision of cost 1 (ns/decision; 2 threads: wall / decisions of both)\n");
+    for (int algo = 0; algo < N_ALGOS; algo++)
+        for (int at = 0; at <= 1; at++)
+            for (int allow = 1; allow >= 0; allow--)
+                for (int nt = 1; nt <= 2; nt++) bench_one_limiter(algo, at, allow, nt);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Goals                                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* One goal: a / b against bound. Flags the ratio as noisy when either
+ * figure's runs spread by more than 10% (run it again). */
+static void goal(const char *what, result a, result b, double bound) {
+    double ratio = a.med / b.med, spread = a.spread > b.spread ? a.spread : b.spread;
+    printf("%-56s %6.2fx  goal <= %.2fx  %s", what, ratio, bound, ratio <= bound ? "PASS" : "MISS");
+    if (spread > 0.10) printf("  (noisy: spread %.0f%%)", 100 * spread);
+    printf("\n");
+}
+
+static void print_goals(void) {
+    char what[96];
+    printf("\n== goals (ratios of medians from this run; informational)\n");
+    goal("token-bucket acquire allow 1 thread / (clock + cas64)", lim_1t[ALGO_TB][0][1],
+         floor_clock_cas, 1.3);
+    goal("token-bucket acquire_at allow 1 thread / cas64", lim_1t[ALGO_TB][1][1], floor_cas, 1.3);
+    for (int algo = 0; algo < N_ALGOS; algo++)
+        for (int at = 0; at <= 1; at++)
+            for (int nt = 1; nt <= 2; nt++) {
+                result(*t)[2][2] = nt == 1 ? lim_1t : lim_2t;
+                snprintf(what, sizeof what, "%-15s %-10s %-9s deny / allow", algo_names[algo],
+                         at ? "acquire_at" : "acquire", nt == 1 ? "1 thread" : "2 threads");
+                goal(what, t[algo][at][0], t[algo][at][1], 1.0);
+            }
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void *no_op(void *arg) {
+    return arg;
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    /* Become multi-threaded first: glibc skips the atomics of an uncontended
+     * pthread mutex while a process has never had a second thread
+     * (__libc_single_threaded), which no process sharing a limiter is. */
+    pthread_t th;
+    if (pthread_create(&th, NULL, no_op, NULL) != 0 || pthread_join(th, NULL) != 0) {
+        fprintf(stderr, "bench_core: pthread_create failed\n");
+        return 1;
+    }
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int cpu = 0; cpu < CPU_SETSIZE && n_cpus < 2; cpu++)
+            if (CPU_ISSET(cpu, &set)) cpu_of[n_cpus++] = cpu;
+    pin_to(0);
+    printf("bench_core: sluice %s, %ld CPUs online, %s; median of %d runs of ~%.0f ms each\n",
+           sluice_version(), sysconf(_SC_NPROCESSORS_ONLN),
+           n_cpus >= 2 ? "threads pinned one per CPU" : "one CPU usable: 2 threads share it",
+           N_RUNS, RUN_NS / 1e6);
+    int64_t t0 = now_ns();
+    bench_clocks();
+    bench_floors();
+    bench_locks();
+    bench_limiters();
+    print_goals();
+    printf("\n(%.1f s)\n", (double)(now_ns() - t0) / 1e9);
+    return failed;
+}

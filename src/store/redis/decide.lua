@@ -1,0 +1,267 @@
+-- decide.lua: one sluice decision, atomically, inside Redis: every part of a
+-- policy decided together, all or nothing, with the exact semantics of
+-- docs/semantics.md and the C algorithms (src/algo/).
+--
+-- Redis's Lua numbers are doubles: every value here is an integer below
+-- 2^53, so every + - * is exact, and division goes through idiv (floor,
+-- corrected to be exact). store/redis.c refuses a policy whose values could
+-- grow past that before it ever reaches this script.
+--
+-- KEYS[1]    the key's state: "t v v v ..." (t: the highest time decided for
+--            this key; then each part's numbers, see below)
+-- KEYS[2..]  one sorted set per sliding-log part, in part order
+--            (member: running total of admitted cost, score: ms)
+-- ARGV[1]    the reading in ms, or "" to read the server's TIME
+-- ARGV[2]    cost
+-- ARGV[3]    ttl extra ms (added to every expiry: 0 with the server's clock)
+-- ARGV[4..]  per part: algorithm (1 token bucket, 2 sliding window, 3 fixed
+--            window, 4 leaky bucket, 5 sliding log), limit, a, b
+--            (buckets: a = p, b = r, the scaled units; windows: a = W)
+-- returns    {allowed, remaining, retry_after_ms, reset_ms, delay_ms, limit,
+--             part, now_ms}
+
+local now
+if ARGV[1] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+else
+  now = tonumber(ARGV[1])
+end
+local cost = tonumber(ARGV[2])
+local extra_ttl = tonumber(ARGV[3])
+local n_parts = (#ARGV - 3) / 4
+local FRESH = -9007199254740992 -- -2^53: before any reading
+
+-- floor(x / y) for integers |x| < 2^53, 0 < y < 2^53: the quotient of the
+-- doubles may round across an integer; one correction step makes it exact.
+local function idiv(x, y)
+  local q = math.floor(x / y)
+  local m = x - q * y
+  if m < 0 then q = q - 1 elseif m >= y then q = q + 1 end
+  return q
+end
+local function cdiv(x, y) return -idiv(-x, y) end
+
+local function num(x) return string.format('%.0f', x) end
+
+-- the state
+local raw = redis.call('GET', KEYS[1])
+local v = {}
+if raw then
+  for w in string.gmatch(raw, '%S+') do v[#v + 1] = tonumber(w) end
+end
+local fresh = #v == 0
+local eff = now
+if not fresh and v[1] > eff then eff = v[1] end -- time never runs backwards
+local pos = 2 -- next state number to read
+
+-- Each part returns a result r:
+--   r.ok, r.rem_now, r.reset_now, r.retry (when not ok),
+--   r.rem, r.reset, r.delay (when admitted), r.state (numbers to store),
+--   r.commit (function run when every part admits)
+
+local function bucket(limit, p, rr, shaper)
+  local A, B = FRESH, 0
+  if not fresh then A, B = v[pos], v[pos + 1] end
+  pos = pos + 2
+  local tau, need = limit * p, cost * p
+  local b = 0
+  if A >= eff then b = (A - eff) * rr + B end -- A < eff: B < r, so b < 0
+  local r = {rem_now = 0, reset_now = cdiv(b, rr)}
+  if b <= tau then r.rem_now = idiv(tau - b, p) end
+  if b + need <= tau then
+    local nb = b + need
+    local whole = idiv(nb, rr)
+    r.ok = true
+    r.rem = idiv(tau - nb, p)
+    r.reset = cdiv(nb, rr)
+    r.delay = 0
+    if shaper then r.delay = cdiv(b, rr) end
+    r.state = {eff + whole, nb - whole * rr}
+  else
+    r.ok = false
+    r.retry = cdiv(b - tau + need, rr)
+    r.state = {A, B}
+  end
+  return r
+end
+
+local function fixed_window(limit, W)
+  local k, c = 0, 0
+  if not fresh then k, c = v[pos], v[pos + 1] end
+  pos = pos + 2
+  local kt = idiv(eff, W)
+  local K, cnt = kt, 0
+  if c > 0 and k >= kt then K, cnt = k, c end
+  local to_end = (K + 1) * W - eff
+  local r = {rem_now = limit - cnt, reset_now = 0}
+  if cnt > 0 then r.reset_now = to_end end
+  if cnt + cost <= limit then
+    r.ok = true
+    r.rem = limit - cnt - cost
+    r.reset = to_end
+    r.delay = 0
+    r.state = {K, cnt + cost}
+  else
+    r.ok = false
+    r.retry = to_end
+    r.state = {k, c}
+  end
+  return r
+end
+
+local function sliding_window(limit, W)
+  local k, pv, cu = 0, 0, 0
+  if not fresh then k, pv, cu = v[pos], v[pos + 1], v[pos + 2] end
+  pos = pos + 3
+  local te = eff
+  local empty = pv == 0 and cu == 0
+  if not empty and k * W > te then te = k * W end
+  local K = idiv(te, W)
+  local e = te - K * W
+  local P, Cn = 0, 0
+  if not empty then
+    if K == k + 1 then P = cu elseif K == k then P, Cn = pv, cu end
+  end
+  local function fill(cur, r)
+    local rem = limit - cur - cdiv(P * (W - e), W)
+    if rem < 0 then rem = 0 end
+    local reset = 0
+    if cur > 0 then reset = (K + 2) * W - eff elseif P > 0 then reset = (K + 1) * W - eff end
+    return rem, reset
+  end
+  local r = {}
+  r.rem_now, r.reset_now = fill(Cn)
+  if P * (W - e) + (Cn + cost) * W <= limit * W then
+    r.ok = true
+    r.rem, r.reset = fill(Cn + cost)
+    r.delay = 0
+    r.state = {K, P, Cn + cost}
+  else
+    r.ok = false
+    local at = nil
+    if Cn + cost <= limit then -- later in this window, as prev fades
+      local x = W - idiv((limit - Cn - cost) * W, P)
+      if x < W then at = K * W + x end
+    end
+    if not at then -- in the next window, where the previous count is Cn
+      local e2 = 0
+      if Cn > 0 then e2 = W - idiv((limit - cost) * W, Cn) end
+      if e2 < 0 then e2 = 0 end
+      at = (K + 1) * W + e2
+    end
+    r.retry = at - eff
+    r.state = {k, pv, cu}
+  end
+  return r
+end
+
+local function sliding_log(limit, W, z)
+  local base = 0
+  if not fresh then base = v[pos] end
+  pos = pos + 1
+  local newest_ts, newest_cum = nil, base
+  local last = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
+  if #last > 0 then newest_cum, newest_ts = tonumber(last[1]), tonumber(last[2]) end
+  local te = eff
+  if newest_ts and newest_ts > te then te = newest_ts end
+  local edge = te - W -- entries at or before edge have left the window
+  local expired = redis.call('ZREVRANGEBYSCORE', z, edge, '-inf', 'LIMIT', 0, 1)
+  local before = base
+  if #expired > 0 then before = tonumber(expired[1]) end
+  local used = newest_cum - before
+  local r = {rem_now = limit - used, reset_now = 0}
+  if used > 0 then r.reset_now = newest_ts + W - eff end
+  if used + cost <= limit then
+    r.ok = true
+    r.rem = limit - used - cost
+    r.reset = W + te - eff
+    r.delay = 0
+    r.state = {before}
+    r.commit = function(ttl)
+      if #expired > 0 then redis.call('ZREMRANGEBYSCORE', z, '-inf', edge) end
+      local top = newest_cum
+      if top + cost > 1125899906842624 then
+        -- running totals near 2^50: count them from the new base again
+        local all = redis.call('ZRANGE', z, 0, -1, 'WITHSCORES')
+        redis.call('DEL', z)
+        for i = 1, #all, 2 do
+          redis.call('ZADD', z, all[i + 1], num(tonumber(all[i]) - before))
+        end
+        top = top - before
+        r.state = {0}
+      end
+      if newest_ts == te and used > 0 then redis.call('ZREM', z, num(top)) end
+      redis.call('ZADD', z, te, num(top + cost))
+      redis.call('PEXPIRE', z, ttl)
+    end
+  else
+    r.ok = false
+    -- the first entry q whose running total reaches newest + cost - limit;
+    -- at ts_q + W enough has left. Binary search by rank over the window.
+    local target = newest_cum + cost - limit
+    local n = redis.call('ZCARD', z)
+    local lo, hi = n - 1, n - 1
+    local first = redis.call('ZRANGEBYSCORE', z, '(' .. num(edge), '+inf', 'LIMIT', 0, 1)
+    lo = redis.call('ZRANK', z, first[1])
+    while lo < hi do
+      local mid = idiv(lo + hi, 2)
+      local m = redis.call('ZRANGE', z, mid, mid)
+      if tonumber(m[1]) >= target then hi = mid else lo = mid + 1 end
+    end
+    local q = redis.call('ZRANGE', z, lo, lo, 'WITHSCORES')
+    r.retry = tonumber(q[2]) + W - eff
+    r.state = {base}
+  end
+  return r
+end
+
+-- decide every part without changing anything
+local results = {}
+local all = true
+local log_key = 2
+for i = 0, n_parts - 1 do
+  local a = 4 + 4 * i
+  local algo, limit, pa, pb = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local r
+  if algo == 1 then r = bucket(limit, pa, pb, false)
+  elseif algo == 4 then r = bucket(limit, pa, pb, true)
+  elseif algo == 3 then r = fixed_window(limit, pa)
+  elseif algo == 2 then r = sliding_window(limit, pa)
+  else
+    r = sliding_log(limit, pa, KEYS[log_key])
+    log_key = log_key + 1
+  end
+  r.limit = limit
+  results[#results + 1] = r
+  all = all and r.ok
+end
+
+-- combine: least remaining (first on a tie) sets limit and part; greatest
+-- retry, reset and delay
+local out = {0, 0, 0, 0, 0, 0, 0, eff}
+if all then out[1] = 1 end
+for i, r in ipairs(results) do
+  local rem, retry, reset, delay = r.rem_now, 0, r.reset_now, 0
+  if all then rem, reset, delay = r.rem, r.reset, r.delay
+  elseif not r.ok then retry = r.retry end
+  if i == 1 or rem < out[2] then out[2], out[6], out[7] = rem, r.limit, i - 1 end
+  if retry > out[3] then out[3] = retry end
+  if reset > out[4] then out[4] = reset end
+  if delay > out[5] then out[5] = delay end
+end
+
+if all then
+  local ttl = out[4]
+  if ttl < 1 then ttl = 1 end
+  ttl = ttl + extra_ttl
+  for _, r in ipairs(results) do
+    if r.commit then r.commit(ttl) end
+  end
+  local words = {num(eff)}
+  for _, r in ipairs(results) do
+    for _, x in ipairs(r.state) do words[#words + 1] = num(x) end
+  end
+  redis.call('SET', KEYS[1], table.concat(words, ' '), 'PX', ttl)
+end
+return out
