@@ -5,6 +5,9 @@
 #
 # The expected text replays the seed design's Main with sluice. Where sluice's
 # exact semantics differ from the seed's Java, the output says so in "# " lines.
+# The per-key part (alice, alice, alice, bob; tracked keys; the exhaustive
+# switch on alice) runs on a memory store with a manual clock, as the seed's
+# PerKeyLimiter: token-bucket capacity=2 rate=1/s, every request at t=0.
 set -u
 
 if [[ -z "${SLUICE_BIN:-}" || ! -x "${SLUICE_BIN}" ]]; then
@@ -47,6 +50,11 @@ t=1500  Denied[retryAfterMs=100]
 # exact rational prev*(W-e) + (cur+n)*W <= L*W. Here the weights are whole, so
 # the decisions agree.
 allowed at t=999: 10, at t=1000: 10, within 1 ms: 20
+alice: Allowed[remaining=1]
+alice: Allowed[remaining=0]
+alice: Denied[retryAfterMs=1000]
+bob: Allowed[remaining=1]
+tracked keys: 2
 wait 1000 ms
 attempts: 400, allowed: 100
 EOF
@@ -73,7 +81,9 @@ for flag in help --help -h; do
     rc=$?
     [[ $rc -eq 0 ]] || fail "sluice $flag exited $rc, want 0"
     grep -q '^usage: sluice' "$tmp/out" || fail "sluice $flag: no usage on stdout"
-    grep -q 'demo' "$tmp/out" || fail "sluice $flag: usage does not list demo"
+    for cmd in demo simulate version help; do
+        grep -Eq "^  $cmd " "$tmp/out" || fail "sluice $flag: usage does not list $cmd"
+    done
     [[ -s "$tmp/err" ]] && fail "sluice $flag wrote to stderr"
 done
 

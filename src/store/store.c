@@ -185,8 +185,11 @@ int sluice_store_acquire_at(sluice_store *s, const sluice_policy *p, const void 
         return SLUICE_EINVAL;
     }
     if (sluice__policy_check_cost(p, cost)) {
-        sluice__store_errf(s, "cost %lld is outside 1..(the least limit of policy %s)",
-                     (long long)cost, p->name);
+        int64_t most = p->params[0].limit;
+        for (size_t i = 1; i < p->n_parts; i++)
+            if (p->params[i].limit < most) most = p->params[i].limit;
+        sluice__store_errf(s, "cost %lld is outside 1..%lld (policy %s)", (long long)cost,
+                           (long long)most, p->name);
         return SLUICE_ECOST;
     }
     return s->ops->acquire_at(s, p, key, key_len, cost, now_ms, out);

@@ -1,0 +1,518 @@
+#!/usr/bin/env bash
+# test_simulate.sh: `sluice simulate SPEC [--store URL] [--allow-backwards]`
+# replays a trace "TIME_MS KEY [COST]" from stdin and prints one exact line
+# per request. The expected lines below are computed by hand from
+# docs/semantics.md (the reasoning is written out for several of them), not
+# copied from the program.
+# ctest sets SLUICE_BIN to the built sluice binary.
+set -u
+
+if [[ -z "${SLUICE_BIN:-}" || ! -x "${SLUICE_BIN}" ]]; then
+    echo "test_simulate: SLUICE_BIN must name the built sluice binary (got '${SLUICE_BIN:-}')" >&2
+    exit 1
+fi
+
+failures=0
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-simulate.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+# sim ARGS...: runs `sluice simulate ARGS` with $tmp/in on stdin; sets rc,
+# $tmp/out and $tmp/err.
+sim() {
+    "$SLUICE_BIN" simulate "$@" <"$tmp/in" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+}
+
+# ok NAME ARGS...: the run exits 0 and prints exactly $tmp/want.
+ok() {
+    local name=$1
+    shift
+    sim "$@"
+    if [[ $rc -ne 0 ]]; then
+        fail "$name: exited $rc, want 0; stderr:"
+        cat "$tmp/err" >&2
+    fi
+    if ! cmp -s "$tmp/want" "$tmp/out"; then
+        fail "$name: stdout differs (- expected, + actual):"
+        diff -u "$tmp/want" "$tmp/out" | head -40 | cat -v >&2
+    fi
+}
+
+# bad NAME LINE PATTERN ARGS...: the run exits 2, prints exactly $tmp/want
+# (the lines before the bad one), and stderr names "line LINE:" and matches
+# the extended regex PATTERN.
+bad() {
+    local name=$1 line=$2 pattern=$3
+    shift 3
+    sim "$@"
+    [[ $rc -eq 2 ]] || fail "$name: exited $rc, want 2"
+    if ! cmp -s "$tmp/want" "$tmp/out"; then
+        fail "$name: stdout differs (- expected, + actual):"
+        diff -u "$tmp/want" "$tmp/out" | head -40 | cat -v >&2
+    fi
+    grep -q "^sluice simulate: line $line: " "$tmp/err" || fail "$name: stderr does not name line $line: $(cat -v "$tmp/err")"
+    grep -Eq -- "$pattern" "$tmp/err" || fail "$name: stderr does not match /$pattern/: $(cat -v "$tmp/err")"
+}
+
+# ---- token bucket ----------------------------------------------------------
+# capacity C=2, R=1 per P=1000 ms: g=1, r=1 (a ms is 1 unit), p=1000 (a token
+# is 1000 units), tau = C*p = 2000. TAT starts at -inf.
+#  t=0 alice:  b=0; 0+1000 <= 2000 admit, TAT=1000; b'=1000: remaining
+#              floor((2000-1000)/1000)=1, reset ceil(1000/1)=1000.
+#  t=0 alice:  b=1000; 2000 <= 2000 admit, TAT=2000; remaining 0, reset 2000.
+#  t=0 alice:  b=2000; 3000 > 2000 deny: retry ceil(1000/1)=1000, remaining
+#              floor(0/1000)=0, reset 2000.
+#  t=500 alice: b=2000-500=1500; 2500 > 2000 deny: retry 500, remaining
+#              floor(500/1000)=0, reset 1500.
+#  t=500 bob 2: a fresh key: b=0; 2000 <= 2000 admit; remaining 0, reset 2000.
+#  t=1500 alice: b=500; 1500 <= 2000 admit, TAT=3000; b'=1500: remaining 0,
+#              reset 1500.
+cat >"$tmp/in" <<'EOF'
+0 alice
+0 alice
+0 alice
+500 alice
+500 bob 2
+1500 alice
+EOF
+cat >"$tmp/want" <<'EOF'
+t=0 key=alice cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=0 key=alice cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=0
+t=0 key=alice cost=1 allowed=0 remaining=0 retry_after_ms=1000 reset_ms=2000 delay_ms=0
+t=500 key=alice cost=1 allowed=0 remaining=0 retry_after_ms=500 reset_ms=1500 delay_ms=0
+t=500 key=bob cost=2 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=0
+t=1500 key=alice cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=1500 delay_ms=0
+EOF
+ok "token bucket" 'token-bucket capacity=2 rate=1/s'
+grep -qx '# 6 requests, 4 allowed, 2 denied, 2 keys held' "$tmp/err" ||
+    fail "token bucket: summary on stderr is '$(cat "$tmp/err")'"
+
+# Scaled units: C=2, R=3 per P=1000: g=1, r=3, p=1000, tau=2000.
+#  t=0 a 2:  ts=0, b=0; 2000 <= 2000 admit, TAT=2000; remaining 0,
+#            reset ceil(2000/3)=667.
+#  t=1 a:    ts=3, b=1997; 2997 > 2000 deny: retry ceil(997/3)=333 (so t=334),
+#            remaining 0, reset ceil(1997/3)=666.
+#  t=333 a:  ts=999, b=1001; 2001 > 2000 deny: retry ceil(1/3)=1, reset
+#            ceil(1001/3)=334 (one ms before the retry time: still denied).
+#  t=334 a:  ts=1002, b=998; 1998 <= 2000 admit, TAT=3000; b'=1998: remaining
+#            floor(2/1000)=0, reset ceil(1998/3)=666.
+# The same numbers hold for "gcra rate=3/s burst=2", the same bucket.
+cat >"$tmp/in" <<'EOF'
+0 a 2
+1 a
+333 a
+334 a
+EOF
+cat >"$tmp/want" <<'EOF'
+t=0 key=a cost=2 allowed=1 remaining=0 retry_after_ms=0 reset_ms=667 delay_ms=0
+t=1 key=a cost=1 allowed=0 remaining=0 retry_after_ms=333 reset_ms=666 delay_ms=0
+t=333 key=a cost=1 allowed=0 remaining=0 retry_after_ms=1 reset_ms=334 delay_ms=0
+t=334 key=a cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=666 delay_ms=0
+EOF
+ok "token bucket, 3/s" 'token-bucket capacity=2 rate=3/s'
+ok "gcra" 'gcra rate=3/s burst=2'
+
+# ---- leaky bucket ----------------------------------------------------------
+# capacity 2, 1/s: the token bucket's numbers, plus delay = ceil(b/r) for an
+# admitted request (the work queued ahead of it).
+#  t=0:       b=0 admit, delay 0; TAT=1000, remaining 1, reset 1000.
+#  t=0:       b=1000 admit, delay 1000; TAT=2000, remaining 0, reset 2000.
+#  t=0:       b=2000, 3000 > 2000 deny: retry 1000, delay 0.
+#  t=1500:    b=500 admit, delay 500; TAT=3000, b'=1500: remaining 0, reset 1500.
+#  t=3000 2:  b=0; 2000 <= 2000 admit, delay 0; remaining 0, reset 2000.
+cat >"$tmp/in" <<'EOF'
+0 q
+0 q
+0 q
+1500 q
+3000 q 2
+EOF
+cat >"$tmp/want" <<'EOF'
+t=0 key=q cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=0 key=q cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=1000
+t=0 key=q cost=1 allowed=0 remaining=0 retry_after_ms=1000 reset_ms=2000 delay_ms=0
+t=1500 key=q cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=1500 delay_ms=500
+t=3000 key=q cost=2 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=0
+EOF
+ok "leaky bucket" 'leaky-bucket capacity=2 rate=1/s'
+
+# ---- fixed window ----------------------------------------------------------
+# L=3, W=1000: windows [0,1000), [1000,2000), ...
+#  t=900 a:    window 0, count 0 -> 1: remaining 2, reset 1000-900=100.
+#  t=950 a 2:  1+2 <= 3 -> 3: remaining 0, reset 50.
+#  t=999 a:    3+1 > 3 deny: retry 1000-999=1, reset 1.
+#  t=1000 a 3: window 1, count 0 -> 3: remaining 0, reset 1000.
+#  t=1000 b:   a fresh key: window 1, 0 -> 1: remaining 2, reset 1000.
+#  t=2500 a:   window 2: count 0 -> 1: remaining 2, reset 3000-2500=500.
+cat >"$tmp/in" <<'EOF'
+900 a
+950 a 2
+999 a
+1000 a 3
+1000 b
+2500 a
+EOF
+cat >"$tmp/want" <<'EOF'
+t=900 key=a cost=1 allowed=1 remaining=2 retry_after_ms=0 reset_ms=100 delay_ms=0
+t=950 key=a cost=2 allowed=1 remaining=0 retry_after_ms=0 reset_ms=50 delay_ms=0
+t=999 key=a cost=1 allowed=0 remaining=0 retry_after_ms=1 reset_ms=1 delay_ms=0
+t=1000 key=a cost=3 allowed=1 remaining=0 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=1000 key=b cost=1 allowed=1 remaining=2 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=2500 key=a cost=1 allowed=1 remaining=2 retry_after_ms=0 reset_ms=500 delay_ms=0
+EOF
+ok "fixed window" 'fixed-window limit=3 window=1s'
+
+# ---- sliding window counter ------------------------------------------------
+# L=4, W=1000. Admit n iff P*(W-e) + (C+n)*W <= L*W.
+#  t=0 a 4:    K=0, e=0, P=0, C=0: 4000 <= 4000 admit -> (0, 0, 4).
+#              remaining max(0, 4-4-0)=0; reset (K+2)*W - t = 2000.
+#  t=500 a:    K=0, e=500: 0 + 5000 > 4000 deny. In window 0 it never fits
+#              (P=0, C+n=5 > 4). In window 1 the 4 are the previous count:
+#              4*(1000-e2) + 1000 <= 4000 <=> e2 >= 250: A=1250, retry 750.
+#              remaining 0; reset 2000-500=1500.
+#  t=1250 a:   K=1: (P, C) = (4, 0), e=250: 4*750 + 1000 = 4000 admit ->
+#              (1, 4, 1). remaining max(0, 4-1-ceil(3000/1000)) = 0;
+#              reset (1+2)*1000-1250 = 1750.
+#  t=1500 a 2: e=500: 4*500 + 3*1000 = 5000 > 4000 deny. In window 1:
+#              4*(1000-e) <= (4-1-2)*1000 <=> e >= 750: A=1750, retry 250.
+#              remaining max(0, 4-1-ceil(2000/1000)) = 1; reset 3000-1500.
+#  t=1750 a 2: e=750: 4*250 + 3000 = 4000 admit -> (1, 4, 3). remaining
+#              max(0, 4-3-ceil(1000/1000)) = 0; reset 3000-1750 = 1250.
+cat >"$tmp/in" <<'EOF'
+0 a 4
+500 a
+1250 a
+1500 a 2
+1750 a 2
+EOF
+cat >"$tmp/want" <<'EOF'
+t=0 key=a cost=4 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=0
+t=500 key=a cost=1 allowed=0 remaining=0 retry_after_ms=750 reset_ms=1500 delay_ms=0
+t=1250 key=a cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=1750 delay_ms=0
+t=1500 key=a cost=2 allowed=0 remaining=1 retry_after_ms=250 reset_ms=1500 delay_ms=0
+t=1750 key=a cost=2 allowed=1 remaining=0 retry_after_ms=0 reset_ms=1250 delay_ms=0
+EOF
+ok "sliding window" 'sliding-window limit=4 window=1s'
+
+# ---- sliding log -----------------------------------------------------------
+# L=3, W=1000: used = what was admitted at ts > t-1000.
+#  t=0, 400, 700: used 0, 1, 2 -> admitted; remaining 2, 1, 0; reset
+#              newest+1000-t = 1000 each time.
+#  t=800:      used 3, deny. Entries (0,1) (400,1) (700,1): dropping the
+#              first leaves 2 + 1 <= 3, so A = 0+1000: retry 200;
+#              reset 700+1000-800 = 900.
+#  t=1000 2:   used = entries after 0: 2; 2+2 > 3 deny. Dropping (0) leaves
+#              2+2 > 3, dropping (400) too leaves 1+2 <= 3: A = 400+1000,
+#              retry 400; remaining 3-2 = 1; reset 700+1000-1000 = 700.
+#  t=1400 2:   used = entries after 400: 1; 1+2 <= 3 admit (1400,2);
+#              remaining 0; reset 1000.
+cat >"$tmp/in" <<'EOF'
+0 a
+400 a
+700 a
+800 a
+1000 a 2
+1400 a 2
+EOF
+cat >"$tmp/want" <<'EOF'
+t=0 key=a cost=1 allowed=1 remaining=2 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=400 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=700 key=a cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=800 key=a cost=1 allowed=0 remaining=0 retry_after_ms=200 reset_ms=900 delay_ms=0
+t=1000 key=a cost=2 allowed=0 remaining=1 retry_after_ms=400 reset_ms=700 delay_ms=0
+t=1400 key=a cost=2 allowed=1 remaining=0 retry_after_ms=0 reset_ms=1000 delay_ms=0
+EOF
+ok "sliding log" 'sliding-log limit=3 window=1s'
+
+# ---- composite -------------------------------------------------------------
+# fixed-window L=2 W=1000 and leaky-bucket C=5 at 1/s (tau=5000). Admitted
+# iff both admit; remaining = least, retry/reset/delay = greatest.
+#  t=999:  FW 0->1 (rem 1, reset 1); LB b=0 (rem 4, reset 1000, delay 0).
+#          -> remaining 1, reset 1000, delay 0.
+#  t=999:  FW 1->2 (rem 0, reset 1); LB b=1000 (rem 3, reset 2000, delay 1000).
+#  t=999:  FW denies (retry 1, reset 1); LB would admit and reports its state
+#          as it is: rem 3, retry 0, reset 2000. -> denied, remaining 0,
+#          retry 1, reset 2000, delay 0 (a denial).
+#  t=1000: FW window 1: 0->1 (rem 1, reset 1000); LB TAT=2999, b=1999, admit:
+#          delay 1999, b'=2999: rem floor(2001/1000)=2, reset 2999.
+cat >"$tmp/in" <<'EOF'
+999 a
+999 a
+999 a
+1000 a
+EOF
+cat >"$tmp/want" <<'EOF'
+t=999 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=999 key=a cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=1000
+t=999 key=a cost=1 allowed=0 remaining=0 retry_after_ms=1 reset_ms=2000 delay_ms=0
+t=1000 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=2999 delay_ms=1999
+EOF
+ok "composite" 'fixed-window limit=2 window=1s; leaky-bucket capacity=5 rate=1/s'
+
+# ---- the input format: comments, blank lines, tabs, default cost, CRLF ------
+printf '# a trace\n\n   \t \n0 a # the first\n0\ta\t1\n  0   a  #x\n0 a#no space before the comment\n# 0 a\n0 b 1\r\n' >"$tmp/in"
+cat >"$tmp/want" <<'EOF'
+t=0 key=a cost=1 allowed=1 remaining=2 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=0 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=2000 delay_ms=0
+t=0 key=a cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=3000 delay_ms=0
+t=0 key=a cost=1 allowed=0 remaining=0 retry_after_ms=1000 reset_ms=3000 delay_ms=0
+t=0 key=b cost=1 allowed=1 remaining=2 retry_after_ms=0 reset_ms=1000 delay_ms=0
+EOF
+ok "format" 'token-bucket capacity=3 rate=1/s'
+grep -qx '# 5 requests, 4 allowed, 1 denied, 2 keys held' "$tmp/err" ||
+    fail "format: summary on stderr is '$(cat "$tmp/err")'"
+
+# Negative times are clock readings too (windows floor: [-1000, 0)).
+printf -- '-1 a\n-1 a\n0 a\n' >"$tmp/in"
+cat >"$tmp/want" <<'EOF'
+t=-1 key=a cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=1 delay_ms=0
+t=-1 key=a cost=1 allowed=0 remaining=0 retry_after_ms=1 reset_ms=1 delay_ms=0
+t=0 key=a cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=1000 delay_ms=0
+EOF
+ok "negative times" 'fixed-window limit=1 window=1s'
+
+# An empty trace: nothing on stdout, exit 0.
+: >"$tmp/in"
+: >"$tmp/want"
+ok "empty trace" 'token-bucket capacity=3 rate=1/s'
+grep -qx '# 0 requests, 0 allowed, 0 denied, 0 keys held' "$tmp/err" ||
+    fail "empty trace: summary on stderr is '$(cat "$tmp/err")'"
+
+# ---- binary-ish keys: bytes as given, printed as given ---------------------
+# "a\0b" and "a" are different keys (NUL bytes are key bytes); so are
+# "x=y", "\x01\xff", a UTF-8 key and "\\n" (a backslash and an n: no escapes).
+printf '0 a\0b\n0 a\0b\n0 a\n0 x=y\n0 \001\377\n0 \320\272\320\273\321\216\321\207\n0 \\n\n0 \001\377\n' >"$tmp/in"
+printf '%s\n' \
+    't=0 key=a\0b cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0' \
+    't=0 key=a\0b cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=0' \
+    't=0 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0' \
+    't=0 key=x=y cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0' \
+    't=0 key=\001\377 cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0' \
+    't=0 key=\320\272\320\273\321\216\321\207 cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0' \
+    't=0 key=\\n cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0' \
+    't=0 key=\001\377 cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=0' |
+    while IFS= read -r l; do printf "$l\n"; done >"$tmp/want"
+ok "binary keys" 'token-bucket capacity=2 rate=1/s'
+grep -qx '# 8 requests, 8 allowed, 0 denied, 6 keys held' "$tmp/err" ||
+    fail "binary keys: summary on stderr is '$(cat "$tmp/err")'"
+
+# A key of SLUICE_KEY_MAX = 512 bytes is a key; 513 bytes is a bad line.
+k512=$(printf 'k%.0s' $(seq 512))
+printf '0 %s\n0 %sk\n' "$k512" "$k512" >"$tmp/in"
+printf 't=0 key=%s cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=1000 delay_ms=0\n' "$k512" >"$tmp/want"
+bad "key of 513 bytes" 2 '513 bytes' 'token-bucket capacity=1 rate=1/s'
+
+# ---- time going backwards --------------------------------------------------
+cat >"$tmp/in" <<'EOF'
+0 a
+1000 a
+# the store has seen 1000 now
+500 a
+400 a
+EOF
+cat >"$tmp/want" <<'EOF'
+t=0 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=1000 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
+EOF
+bad "decreasing time" 4 'time 500 is before 1000 \(line 2\)' 'token-bucket capacity=2 rate=1/s'
+
+# With --allow-backwards the store's time stands still at 1000 (the highest
+# so far): t=500 and t=400 decide exactly as t=1000 would.
+#  t=500 (as 1000): b=1000 admit, TAT=3000: remaining 0, reset 2000.
+#  t=400 (as 1000): b=2000 deny: retry 1000, reset 2000 (at a real t=400 the
+#                   backlog would be 2600 and the retry 1600).
+cat >"$tmp/want" <<'EOF'
+t=0 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=1000 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=500 key=a cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=0
+t=400 key=a cost=1 allowed=0 remaining=0 retry_after_ms=1000 reset_ms=2000 delay_ms=0
+EOF
+ok "--allow-backwards" 'token-bucket capacity=2 rate=1/s' --allow-backwards
+# ... and equal to the same trace with the times raised to the highest so far.
+cp "$tmp/out" "$tmp/backwards"
+printf '0 a\n1000 a\n1000 a\n1000 a\n' >"$tmp/in"
+sim 'token-bucket capacity=2 rate=1/s'
+sed -e 's/^t=[0-9]* //' "$tmp/backwards" >"$tmp/b1"
+sed -e 's/^t=[0-9]* //' "$tmp/out" >"$tmp/b2"
+cmp -s "$tmp/b1" "$tmp/b2" || fail "--allow-backwards: decisions differ from those at the highest time so far"
+# The option may come first, and so may --store.
+printf '0 a\n1000 a\n500 a\n400 a\n' >"$tmp/in"
+cp "$tmp/backwards" "$tmp/want"
+ok "options first" --allow-backwards --store memory: 'token-bucket capacity=2 rate=1/s'
+ok "--store=URL" --store=memory: 'token-bucket capacity=2 rate=1/s' --allow-backwards
+
+# Every kind of bad line: exit 2, the line named (physical line numbers:
+# comments and blank lines count), the lines before it printed, none after.
+printf '# header\n\n0 a\n' >"$tmp/head"
+cat >"$tmp/want" <<'EOF'
+t=0 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
+EOF
+badline() { # NAME LINE_TEXT PATTERN
+    { cat "$tmp/head"; printf '%s\n' "$2"; printf '5000 a\n'; } >"$tmp/in"
+    bad "$1" 4 "$3" 'token-bucket capacity=2 rate=1/s'
+}
+badline "time not a number" 'x a' 'time "x" is not an integer'
+badline "time with a unit" '10ms a' 'time "10ms" is not an integer'
+badline "time with a plus" '+10 a' 'time "\+10" is not an integer'
+badline "time a lone minus" '- a' 'time "-" is not an integer'
+badline "time above the range" '2305843009213693953 a' 'outside the accepted range'
+badline "time below the range" '-2305843009213693953 a' 'outside the accepted range'
+badline "time beyond int64" '99999999999999999999999 a' 'outside the accepted range'
+badline "missing key" '10' 'missing KEY'
+badline "missing key, comment" '10 # a' 'missing KEY'
+badline "cost zero" '10 a 0' 'cost "0" is not a positive integer'
+badline "cost negative" '10 a -1' 'cost "-1" is not a positive integer'
+badline "cost not a number" '10 a two' 'cost "two" is not a positive integer'
+badline "cost fraction" '10 a 1.5' 'cost "1.5" is not a positive integer'
+badline "cost beyond int64" '10 a 99999999999999999999' 'not a positive integer'
+badline "a fourth field" '10 a 1 more' 'more than 3 fields'
+badline "cost above the limit" '10 a 3' 'SLUICE_ECOST.*above 2'
+badline "decreasing" '-1 a' 'time -1 is before 0 \(line 3\)'
+# the range's ends are accepted
+printf -- '-2305843009213693952 a\n2305843009213693952 a\n' >"$tmp/in"
+sim 'token-bucket capacity=2 rate=1/s'
+[[ $rc -eq 0 && $(wc -l <"$tmp/out") -eq 2 ]] || fail "the ends of the time range: exit $rc, $(cat "$tmp/err")"
+
+# A bad line is reported even when it is the first.
+printf 'oops\n0 a\n' >"$tmp/in"
+: >"$tmp/want"
+bad "first line bad" 1 'time "oops"' 'token-bucket capacity=2 rate=1/s'
+
+# ---- bad SPEC, bad options, bad store URL -----------------------------------
+: >"$tmp/in"
+bad_args() { # NAME PATTERN ARGS...: exit 2, nothing on stdout, PATTERN on stderr
+    local name=$1 pattern=$2
+    shift 2
+    sim "$@"
+    [[ $rc -eq 2 ]] || fail "$name: exited $rc, want 2"
+    [[ -s "$tmp/out" ]] && fail "$name: wrote to stdout"
+    grep -Eq -- "$pattern" "$tmp/err" || fail "$name: stderr does not match /$pattern/: $(cat "$tmp/err")"
+}
+bad_args "bad SPEC" 'bad SPEC: at 24: unknown parameter' 'token-bucket capacity=2 rat=1/s'
+grep -qx '                          \^' "$tmp/err" || fail "bad SPEC: no caret under position 24: $(cat "$tmp/err")"
+bad_args "bad SPEC value" 'bad SPEC: at [0-9]+: ' 'token-bucket capacity=0 rate=1/s'
+bad_args "bad SPEC part" 'bad SPEC: at [0-9]+: ' 'fixed-window limit=1 window=1s; nosuch x=1'
+bad_args "empty SPEC" 'bad SPEC' ''
+bad_args "no SPEC" 'missing SPEC'
+bad_args "two SPECs" "unexpected argument" 'fixed-window limit=1 window=1s' 'fixed-window limit=2 window=1s'
+bad_args "unknown option" "unknown option '--nosuch'" 'fixed-window limit=1 window=1s' --nosuch
+bad_args "--store without URL" '--store needs a URL' 'fixed-window limit=1 window=1s' --store
+bad_args "unknown scheme" 'scheme "nosuch" is unknown' 'fixed-window limit=1 window=1s' --store nosuch:
+bad_args "no scheme" 'has no scheme' 'fixed-window limit=1 window=1s' --store memory
+bad_args "unknown store parameter" 'parameter "bogus" is unknown' 'fixed-window limit=1 window=1s' --store 'memory:?bogus=1'
+bad_args "bad max_keys" 'max_keys=x: expected an integer' 'fixed-window limit=1 window=1s' --store 'memory:?max_keys=x'
+bad_args "bad on_full" 'on_full=never: expected evict or refuse' 'fixed-window limit=1 window=1s' --store 'memory:?on_full=never'
+
+# ---- a full store that refuses: SLUICE_EFULL on the second key's line ------
+# One key of room; at 1 per hour neither key becomes fresh (forgettable) in
+# the trace's time, so the second key is refused.
+cat >"$tmp/in" <<'EOF'
+0 first
+1000 first
+2000 second
+3000 first
+EOF
+cat >"$tmp/want" <<'EOF'
+t=0 key=first cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=3600000 delay_ms=0
+t=1000 key=first cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=7199000 delay_ms=0
+EOF
+bad "EFULL" 3 'key "second" cost 1: SLUICE_EFULL: store is full' \
+    'token-bucket capacity=2 rate=1/h' --store 'memory:?max_keys=1&on_full=refuse'
+# The same with on_full=evict (the default): the second key evicts the first,
+# which comes back fresh.
+cat >>"$tmp/want" <<'EOF'
+t=2000 key=second cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=3600000 delay_ms=0
+t=3000 key=first cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=3600000 delay_ms=0
+EOF
+ok "evict" 'token-bucket capacity=2 rate=1/h' --store 'memory:?max_keys=1'
+grep -qx '# 4 requests, 4 allowed, 0 denied, 1 keys held' "$tmp/err" ||
+    fail "evict: summary on stderr is '$(cat "$tmp/err")'"
+
+# ---- help -------------------------------------------------------------------
+"$SLUICE_BIN" simulate --help >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[[ $rc -eq 0 ]] || fail "simulate --help exited $rc"
+[[ -s "$tmp/err" ]] && fail "simulate --help wrote to stderr"
+for want in '^usage: sluice simulate SPEC' 'TIME_MS KEY \[COST\]' '--allow-backwards' '--store URL' '^example:'; do
+    grep -Eq -- "$want" "$tmp/out" || fail "simulate --help lacks /$want/"
+done
+# The help's example is true: run it and compare with the lines it shows.
+sed -n '/^example:/,$p' "$tmp/out" >"$tmp/example"
+printf '0 alice\n0 alice\n0 alice  # a third at once\n500 alice\n500 bob 2\n' >"$tmp/in"
+grep -q "printf '0 alice\\\\n0 alice\\\\n0 alice  # a third at once\\\\n500 alice\\\\n500 bob 2\\\\n'" "$tmp/example" ||
+    fail "simulate --help: the example's input is not the one this test runs"
+grep '^  t=' "$tmp/example" | sed 's/^  //' >"$tmp/want"
+ok "the help's example" 'token-bucket capacity=2 rate=1/s'
+grep '^  # ' "$tmp/example" | sed 's/^  //' | cmp -s - "$tmp/err" || fail "the help's example: summary differs"
+"$SLUICE_BIN" help | grep -q '^  simulate ' || fail "sluice help does not list simulate"
+
+# ---- a larger generated trace: self-consistency ------------------------------
+# 20 keys, 4000 requests; "hot" gets 300 requests at a frozen t=5000 among
+# the others. For each algorithm with limit 50: exactly 50 of hot's are
+# allowed (a frozen clock gives nothing back), hot's remaining counts down
+# 49..0, and each key decides as if alone (the same lines when its requests
+# are replayed by themselves).
+awk 'BEGIN {
+    srand(7); t = 0
+    for (i = 0; i < 1800; i++) {   # up to t=5000, others only
+        printf "%d k%d %d\n", t, int(rand() * 19), 1 + int(rand() * 3)
+        t += int(rand() * 5); if (t > 5000) t = 5000
+    }
+    for (i = 0; i < 300; i++) {    # the clock stands at 5000: hot among others
+        print "5000 hot"
+        printf "5000 k%d %d\n", int(rand() * 19), 1 + int(rand() * 3)
+    }
+    t = 5000
+    for (i = 0; i < 1600; i++) {   # after 5000, others only
+        t += int(rand() * 5)
+        printf "%d k%d %d\n", t, int(rand() * 19), 1 + int(rand() * 3)
+    }
+}' >"$tmp/gen"
+sort -n -s -k1,1 "$tmp/gen" | cmp -s - "$tmp/gen" || fail "generated trace: times decrease (a bug in this test)"
+n_lines=$(wc -l <"$tmp/gen")
+for spec in 'token-bucket capacity=50 rate=1/s' 'leaky-bucket capacity=50 rate=1/s' \
+    'fixed-window limit=50 window=1h' 'sliding-window limit=50 window=1s' \
+    'sliding-log limit=50 window=1s' 'gcra rate=10/s burst=50; fixed-window limit=80 window=1h'; do
+    cp "$tmp/gen" "$tmp/in"
+    sim "$spec"
+    if [[ $rc -ne 0 ]]; then
+        fail "generated, $spec: exited $rc: $(cat "$tmp/err")"
+        continue
+    fi
+    [[ $(wc -l <"$tmp/out") -eq $n_lines ]] || fail "generated, $spec: $(wc -l <"$tmp/out") lines for $n_lines requests"
+    hot_allowed=$(grep -c '^t=5000 key=hot .* allowed=1 ' "$tmp/out")
+    [[ $hot_allowed -eq 50 ]] || fail "generated, $spec: $hot_allowed of hot's 300 allowed, want 50"
+    grep '^t=5000 key=hot .* allowed=1 ' "$tmp/out" | sed 's/.* remaining=\([0-9]*\) .*/\1/' >"$tmp/rem"
+    seq 49 -1 0 | cmp -s - "$tmp/rem" || fail "generated, $spec: hot's remaining does not count down 49..0"
+    allowed=$(grep -c ' allowed=1 ' "$tmp/out")
+    grep -qx "# $n_lines requests, $allowed allowed, $((n_lines - allowed)) denied, 20 keys held" "$tmp/err" ||
+        fail "generated, $spec: summary '$(cat "$tmp/err")' (allowed lines: $allowed)"
+    cp "$tmp/out" "$tmp/gen.out"
+    for key in hot k0 k7 k18; do
+        grep -E " $key( |$)" "$tmp/gen" >"$tmp/in"
+        grep " key=$key " "$tmp/gen.out" >"$tmp/want"
+        ok "generated, $spec, $key alone" "$spec"
+    done
+done
+# The sliding log never admits more than 50 in any 1000 consecutive ms, for
+# any key (checked over the allowed lines; costs count).
+cp "$tmp/gen" "$tmp/in"
+sim 'sliding-log limit=50 window=1s'
+awk '/ allowed=1 / {
+    t = substr($1, 3) + 0; k = substr($2, 5); c = substr($3, 6) + 0
+    n[k]++; ts[k, n[k]] = t; cs[k, n[k]] = c
+    sum = 0
+    for (i = n[k]; i >= 1 && ts[k, i] > t - 1000; i--) sum += cs[k, i]
+    if (sum > 50) { print "key " k " has " sum " within 1000 ms at t=" t; bad = 1 }
+} END { exit bad }' "$tmp/out" >"$tmp/viol" || fail "sliding log: $(head -3 "$tmp/viol")"
+
+if [[ $failures -ne 0 ]]; then
+    echo "test_simulate: $failures failure(s)" >&2
+    exit 1
+fi
+echo "test_simulate: ok"
