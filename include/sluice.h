@@ -329,6 +329,12 @@ typedef struct sluice_store sluice_store;
 
 typedef enum { SLUICE_ON_FULL_EVICT = 0, SLUICE_ON_FULL_REFUSE = 1 } sluice_on_full;
 
+/* What a remote store does when it cannot decide (server down, timeout):
+ * admit without enforcing (the default: a limiter should not take the
+ * service down with it), deny, or return SLUICE_ESTORE. Both fail modes
+ * mark the decision enforced = false. */
+typedef enum { SLUICE_ON_ERROR_ALLOW = 0, SLUICE_ON_ERROR_DENY = 1, SLUICE_ON_ERROR_ERROR = 2 } sluice_on_error;
+
 /* Options that may grow: set size with SLUICE_STORE_OPTIONS_INIT, so that
  * adding a field never breaks a caller. Zero fields mean defaults. */
 typedef struct sluice_store_options {
@@ -336,8 +342,13 @@ typedef struct sluice_store_options {
     int64_t max_keys;          /* 1..SLUICE_MAX_KEYS_MAX; 0: the default     */
     sluice_on_full on_full;    /* what a full store does with a new key      */
     const sluice_clock *clock; /* for sluice_store_acquire; NULL: monotonic  */
+    /* remote stores */
+    sluice_on_error on_error;  /* when the server cannot decide             */
+    int64_t connect_timeout_ms; /* 0: 200 ms                                */
+    int64_t timeout_ms;         /* per command; 0: 100 ms                   */
 } sluice_store_options;
-#define SLUICE_STORE_OPTIONS_INIT {sizeof(sluice_store_options), 0, SLUICE_ON_FULL_EVICT, NULL}
+#define SLUICE_STORE_OPTIONS_INIT \
+    {sizeof(sluice_store_options), 0, SLUICE_ON_FULL_EVICT, NULL, SLUICE_ON_ERROR_ALLOW, 0, 0}
 
 /* Counters since the store was opened. */
 typedef struct sluice_store_stats {
@@ -348,6 +359,8 @@ typedef struct sluice_store_stats {
     int64_t forgotten; /* fresh keys dropped, losslessly                   */
     int64_t evicted;   /* keys that were not fresh, evicted by force       */
     int64_t refused;   /* new keys refused with SLUICE_EFULL               */
+    int64_t failures;  /* remote stores: decisions the server failed       */
+    int64_t reconnects; /* remote stores: connections made after a failure */
 } sluice_store_stats;
 
 /* Opens the store named by url. Errors: SLUICE_EINVAL (bad URL or option),
@@ -369,6 +382,20 @@ SLUICE_EXTERN int sluice_store_acquire(sluice_store *s, const sluice_policy *p, 
 SLUICE_EXTERN int sluice_store_acquire_at(sluice_store *s, const sluice_policy *p, const void *key,
                                           size_t key_len, int64_t cost, int64_t now_ms,
                                           sluice_decision *out);
+/* One request of a batch. */
+typedef struct {
+    const sluice_policy *policy;
+    const void *key;
+    size_t key_len;
+    int64_t cost;
+} sluice_request;
+/* Decides n requests at once, in order, at one reading of the store's
+ * clock; a remote store sends them in one pipelined round trip. results[i]
+ * gets what sluice_store_acquire would have returned for request i, and
+ * out[i] its decision. Returns 0, or SLUICE_EINVAL for NULL arguments.
+ * Each decision is atomic on its own; the batch as a whole is not. */
+SLUICE_EXTERN int sluice_store_acquire_many(sluice_store *s, const sluice_request *reqs, size_t n,
+                                            sluice_decision *out, int *results);
 /* Fills *out. Errors: SLUICE_EINVAL for NULL arguments. */
 SLUICE_EXTERN int sluice_store_stats_get(sluice_store *s, sluice_store_stats *out);
 /* The message of the calling thread's last failed call on s (for remote

@@ -257,6 +257,8 @@ typedef struct {
     int64_t max_keys;
     sluice_on_full on_full;
     const sluice_clock *clock;
+    sluice_on_error on_error;
+    int64_t connect_timeout_ms, timeout_ms;
 } sluice__store_config;
 
 typedef struct sluice__store_ops {
@@ -269,6 +271,10 @@ typedef struct sluice__store_ops {
                       int64_t cost, int64_t now_ms, sluice_decision *out);
     void (*stats)(sluice_store *s, sluice_store_stats *out);
     void (*close)(sluice_store *s);
+    /* optional: a batch (requests already checked, results[i] preset to
+     * their check's error or 0); NULL: one acquire_at per request */
+    void (*acquire_many)(sluice_store *s, const sluice_request *reqs, size_t n, int64_t now_ms,
+                         sluice_decision *out, int *results);
 } sluice__store_ops;
 
 /* The head of every store; each kind's struct starts with it. */
@@ -279,6 +285,32 @@ struct sluice_store {
 /* Sets the calling thread's message for sluice_store_errmsg(s). */
 void sluice__store_errf(const sluice_store *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* The policies a store has met, each with the store's own data about it.
+ * An item starts with a copy of its policy; equal name and configuration,
+ * equal item (so a changed configuration is a new item). Lookups of policy
+ * objects seen before take no lock. */
+#define SLUICE__POLICIES_MAX 4096
+#define SLUICE__KNOWN_MAX 256
+typedef struct {
+    sluice__lock lock; /* guards items and n, and appends to known */
+    void *items[SLUICE__POLICIES_MAX];
+    unsigned n;
+    struct {
+        _Atomic uint64_t serial;
+        unsigned id;
+    } known[SLUICE__KNOWN_MAX];
+    atomic_uint n_known;
+    size_t item_size; /* >= sizeof(sluice_policy) */
+    /* fills the item after the policy copy; 0 or an error (not kept) */
+    int (*init)(void *item, void *ctx);
+    void *ctx;
+} sluice__policy_set;
+/* The id of p in set (registering it). Errors: SLUICE_EFULL (too many
+ * policies), SLUICE_ENOMEM, or init's error; messages via store s. */
+int sluice__policy_set_id(sluice__policy_set *set, const sluice_store *s, const sluice_policy *p,
+                          unsigned *id);
+void sluice__policy_set_free(sluice__policy_set *set);
 
 /* Reads URL parameter i as an integer in lo..hi into *out, or explains. */
 int sluice__url_int(const sluice__url *url, size_t i, int64_t lo, int64_t hi, int64_t *out,

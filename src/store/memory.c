@@ -42,8 +42,6 @@
 #define SWEEP 64                /* entries looked at for fresh keys per new key */
 #define SHARD_KEYS_MIN 4096     /* fewer keys than twice this: one shard         */
 #define SHARDS_MAX 64
-#define POLICIES_MAX 4096       /* distinct policies one store serves            */
-#define KNOWN_MAX 256           /* policy objects recognised without the lock    */
 #define ENTRY_MAX ((1u << 24) - 2)
 
 typedef struct entry {
@@ -91,70 +89,21 @@ typedef struct {
     int64_t max_keys;
     unsigned shard_bits;
     shard *shards;
-    /* policies, registered on first use and kept until close */
-    sluice__lock reg_lock;
-    registered *reg[POLICIES_MAX];
-    unsigned n_reg; /* guarded by reg_lock */
-    /* policy objects seen: serial -> id, read without the lock */
-    struct {
-        _Atomic uint64_t serial;
-        uint16_t id;
-    } known[KNOWN_MAX];
-    atomic_uint n_known;
+    sluice__policy_set policies; /* items: registered */
 } memory_store;
 
 /* ---- policies ---- */
 
-static int same_policy(const sluice_policy *a, const sluice_policy *b) {
-    if (strcmp(a->name, b->name) != 0 || a->n_parts != b->n_parts) return 0;
-    for (size_t i = 0; i < a->n_parts; i++) {
-        const sluice_config *x = &a->parts[i], *y = &b->parts[i];
-        if (x->algorithm != y->algorithm || x->limit != y->limit || x->rate != y->rate ||
-            x->period_ms != y->period_ms)
-            return 0;
-    }
-    return 1;
+static int registered_init(void *item, void *ctx) {
+    registered *r = item;
+    (void)ctx;
+    sluice_algorithm a = r->policy.parts[0].algorithm;
+    r->inline_state = r->policy.n_parts == 1 && a != SLUICE_SLIDING_WINDOW && a != SLUICE_SLIDING_LOG;
+    return 0;
 }
 
-/* The store's id of policy p: equal name and configuration, equal id. */
-static int policy_id(memory_store *m, const sluice_policy *p, unsigned *id) {
-    unsigned n = atomic_load_explicit(&m->n_known, memory_order_acquire);
-    for (unsigned i = 0; i < n; i++) {
-        if (atomic_load_explicit(&m->known[i].serial, memory_order_relaxed) == p->serial) {
-            *id = m->known[i].id;
-            return 0;
-        }
-    }
-    int rc = 0;
-    sluice__lock_take(&m->reg_lock);
-    unsigned i;
-    for (i = 0; i < m->n_reg && !same_policy(&m->reg[i]->policy, p); i++) {
-    }
-    if (i == m->n_reg) {
-        registered *r = NULL;
-        if (m->n_reg == POLICIES_MAX) {
-            sluice__store_errf(&m->head, "store serves %d distinct policies already", POLICIES_MAX);
-            rc = SLUICE_EFULL;
-        } else if (!(r = malloc(sizeof *r))) {
-            rc = SLUICE_ENOMEM;
-        } else {
-            r->policy = *p;
-            sluice_algorithm a = p->parts[0].algorithm;
-            r->inline_state = p->n_parts == 1 && a != SLUICE_SLIDING_WINDOW && a != SLUICE_SLIDING_LOG;
-            m->reg[m->n_reg++] = r;
-        }
-    }
-    if (rc == 0) {
-        *id = i;
-        unsigned k = atomic_load_explicit(&m->n_known, memory_order_relaxed);
-        if (k < KNOWN_MAX) {
-            m->known[k].id = (uint16_t)i;
-            atomic_store_explicit(&m->known[k].serial, p->serial, memory_order_relaxed);
-            atomic_store_explicit(&m->n_known, k + 1, memory_order_release);
-        }
-    }
-    sluice__lock_give(&m->reg_lock);
-    return rc;
+static registered *reg(const memory_store *m, unsigned id) {
+    return m->policies.items[id];
 }
 
 /* ---- entries ---- */
@@ -171,7 +120,7 @@ static sluice__state *parts_of(const registered *r, entry *e, sluice__state *tmp
 
 /* The least wait until e is fresh (0: it is fresh now). */
 static int64_t entry_reset_ms(const memory_store *m, entry *e, int64_t now_ms) {
-    const registered *r = m->reg[e->policy - 1];
+    const registered *r = reg(m, e->policy - 1u);
     sluice__state tmp;
     sluice__state *st = parts_of(r, e, &tmp);
     int64_t reset = 0;
@@ -184,7 +133,7 @@ static int64_t entry_reset_ms(const memory_store *m, entry *e, int64_t now_ms) {
 }
 
 static int entry_fresh(const memory_store *m, entry *e, int64_t now_ms) {
-    const registered *r = m->reg[e->policy - 1];
+    const registered *r = reg(m, e->policy - 1u);
     sluice__state tmp;
     sluice__state *st = parts_of(r, e, &tmp);
     for (size_t i = 0; i < r->policy.n_parts; i++)
@@ -193,7 +142,7 @@ static int entry_fresh(const memory_store *m, entry *e, int64_t now_ms) {
 }
 
 static void entry_release(const memory_store *m, entry *e) {
-    const registered *r = m->reg[e->policy - 1];
+    const registered *r = reg(m, e->policy - 1u);
     if (e->key_len > INLINE_KEY) free(e->key.heap);
     if (!r->inline_state) {
         for (size_t i = 0; i < r->policy.n_parts; i++)
@@ -379,9 +328,9 @@ static int mem_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
                           int64_t cost, int64_t now_ms, sluice_decision *d) {
     memory_store *m = (memory_store *)s;
     unsigned pid;
-    int rc = policy_id(m, p, &pid);
+    int rc = sluice__policy_set_id(&m->policies, s, p, &pid);
     if (rc) return rc;
-    registered *r = m->reg[pid];
+    registered *r = reg(m, pid);
     uint64_t h = key_hash(m, pid, key, len);
     shard *sh = &m->shards[m->shard_bits ? h >> (64 - m->shard_bits) : 0];
     /* store time never runs backwards: the highest reading seen (written
@@ -446,7 +395,7 @@ static void mem_close(sluice_store *s) {
         }
         free(m->shards);
     }
-    for (unsigned i = 0; i < m->n_reg; i++) free(m->reg[i]);
+    sluice__policy_set_free(&m->policies);
     free(m);
 }
 
@@ -475,6 +424,8 @@ static int mem_open(const sluice__url *url, const sluice__store_config *cfg, slu
     m->max_keys = cfg->max_keys;
     m->on_full = cfg->on_full;
     atomic_init(&m->now_ms, SLUICE_TIME_MIN_MS);
+    m->policies.item_size = sizeof(registered);
+    m->policies.init = registered_init;
     random_seed(m->seed);
     unsigned bits = 0;
     while (bits < 6 && (cfg->max_keys >> (bits + 1)) >= SHARD_KEYS_MIN) bits++;
@@ -511,7 +462,7 @@ void sluice__memory_store_collide(sluice_store *s) {
 int sluice__memory_store_holds(sluice_store *s, const sluice_policy *p, const void *key, size_t len) {
     memory_store *m = (memory_store *)s;
     unsigned pid;
-    if (policy_id(m, p, &pid)) return 0;
+    if (sluice__policy_set_id(&m->policies, s, p, &pid)) return 0;
     uint64_t h = key_hash(m, pid, key, len);
     shard *sh = &m->shards[m->shard_bits ? h >> (64 - m->shard_bits) : 0];
     sluice__lock_take(&sh->lock);
@@ -521,5 +472,9 @@ int sluice__memory_store_holds(sluice_store *s, const sluice_policy *p, const vo
 }
 
 const sluice__store_ops sluice__memory_store = {
-    "memory", mem_open, mem_acquire_at, mem_stats, mem_close,
+    .scheme = "memory",
+    .open = mem_open,
+    .acquire_at = mem_acquire_at,
+    .stats = mem_stats,
+    .close = mem_close,
 };

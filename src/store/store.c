@@ -9,7 +9,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const sluice__store_ops *const kinds[] = {&sluice__memory_store};
+/* The Redis store lives in libsluice-redis, linked only by those who use it:
+ * its table is found through a weak reference. */
+extern const sluice__store_ops sluice_redis_store __attribute__((weak));
+extern const sluice__store_ops sluice_redis_cluster_store __attribute__((weak));
+
+static const sluice__store_ops *kind_named(const char *scheme) {
+    if (strcmp(scheme, "memory") == 0) return &sluice__memory_store;
+    if (strcmp(scheme, "redis") == 0 && &sluice_redis_store) return &sluice_redis_store;
+    if (strcmp(scheme, "redis-cluster") == 0 && &sluice_redis_cluster_store)
+        return &sluice_redis_cluster_store;
+    return NULL;
+}
 
 /* The message of the calling thread's last failed call, and on which store:
  * per thread, so threads sharing a store never overwrite each other's. */
@@ -105,6 +116,18 @@ static int read_options(const sluice_store_options *opts, sluice__url *url, slui
     cfg->max_keys = o.max_keys ? o.max_keys : SLUICE_MAX_KEYS_DEFAULT;
     cfg->on_full = o.on_full;
     cfg->clock = o.clock ? o.clock : sluice_clock_monotonic();
+    cfg->on_error = o.on_error;
+    cfg->connect_timeout_ms = o.connect_timeout_ms ? o.connect_timeout_ms : 200;
+    cfg->timeout_ms = o.timeout_ms ? o.timeout_ms : 100;
+    if (cfg->on_error < SLUICE_ON_ERROR_ALLOW || cfg->on_error > SLUICE_ON_ERROR_ERROR) {
+        sluice__errf(err, errlen, "options.on_error %d is not a sluice_on_error", (int)cfg->on_error);
+        return SLUICE_EINVAL;
+    }
+    if (cfg->connect_timeout_ms < 1 || cfg->connect_timeout_ms > 3600000 || cfg->timeout_ms < 1 ||
+        cfg->timeout_ms > 3600000) {
+        sluice__errf(err, errlen, "options timeouts must be 1..3600000 ms");
+        return SLUICE_EINVAL;
+    }
     if (cfg->max_keys < 1 || cfg->max_keys > SLUICE_MAX_KEYS_MAX) {
         sluice__errf(err, errlen, "options.max_keys %lld is outside 1..%d", (long long)cfg->max_keys,
                      SLUICE_MAX_KEYS_MAX);
@@ -118,6 +141,22 @@ static int read_options(const sluice_store_options *opts, sluice__url *url, slui
         if (sluice__url_is(url, i, "max_keys")) {
             int rc = sluice__url_int(url, i, 1, SLUICE_MAX_KEYS_MAX, &cfg->max_keys, err, errlen);
             if (rc) return rc;
+        } else if (sluice__url_is(url, i, "timeout_ms")) {
+            int rc = sluice__url_int(url, i, 1, 3600000, &cfg->timeout_ms, err, errlen);
+            if (rc) return rc;
+        } else if (sluice__url_is(url, i, "connect_timeout_ms")) {
+            int rc = sluice__url_int(url, i, 1, 3600000, &cfg->connect_timeout_ms, err, errlen);
+            if (rc) return rc;
+        } else if (sluice__url_is(url, i, "on_error")) {
+            const char *v = url->params[i].value;
+            size_t n = url->params[i].value_len;
+            if (n == 5 && !memcmp(v, "allow", 5)) cfg->on_error = SLUICE_ON_ERROR_ALLOW;
+            else if (n == 4 && !memcmp(v, "deny", 4)) cfg->on_error = SLUICE_ON_ERROR_DENY;
+            else if (n == 5 && !memcmp(v, "error", 5)) cfg->on_error = SLUICE_ON_ERROR_ERROR;
+            else {
+                sluice__errf(err, errlen, "store URL parameter on_error=%.*s: expected allow, deny or error", (int)n, v);
+                return SLUICE_EINVAL;
+            }
         } else if (sluice__url_is(url, i, "on_full")) {
             const char *v = url->params[i].value;
             size_t n = url->params[i].value_len;
@@ -150,38 +189,41 @@ int sluice_store_open_err(const char *url_text, const sluice_store_options *opts
     if (rc) return rc;
     rc = read_options(opts, &url, &cfg, err, errlen);
     if (rc) return rc;
-    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
-        if (strcmp(kinds[i]->scheme, url.scheme) != 0) continue;
-        rc = kinds[i]->open(&url, &cfg, out, err, errlen);
-        if (rc == 0) {
-            (*out)->ops = kinds[i];
-            (*out)->clock = cfg.clock;
-        }
-        return rc;
+    const sluice__store_ops *kind = kind_named(url.scheme);
+    if (!kind) {
+        if (!strcmp(url.scheme, "redis") || !strcmp(url.scheme, "redis-cluster"))
+            sluice__errf(err, errlen, "store URL scheme \"%s\" needs libsluice-redis: link it "
+                         "(pkg-config sluice-redis, or CMake sluice::sluice_redis)", url.scheme);
+        else
+            sluice__errf(err, errlen, "store URL scheme \"%s\" is unknown (expected memory:, "
+                         "redis:// or redis-cluster://)", url.scheme);
+        return SLUICE_EINVAL;
     }
-    sluice__errf(err, errlen, "store URL scheme \"%s\" is unknown (expected memory:)", url.scheme);
-    return SLUICE_EINVAL;
+    rc = kind->open(&url, &cfg, out, err, errlen);
+    if (rc == 0) {
+        (*out)->ops = kind;
+        (*out)->clock = cfg.clock;
+    }
+    return rc;
 }
 
 int sluice_store_open(const char *url, const sluice_store_options *opts, sluice_store **out) {
     return sluice_store_open_err(url, opts, out, NULL, 0);
 }
 
-int sluice_store_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
-                            int64_t cost, int64_t now_ms, sluice_decision *out) {
-    if (!s) return SLUICE_EINVAL;
-    if (!p || !key || !out) {
-        sluice__store_errf(s, "%s is NULL", !p ? "policy" : !key ? "key" : "decision");
+/* The checks every store's decision starts with; 0 or the error. */
+static int check_request(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                         int64_t cost, int64_t now_ms) {
+    if (!p || !key) {
+        sluice__store_errf(s, "%s is NULL", !p ? "policy" : "key");
         return SLUICE_EINVAL;
     }
     if (key_len < 1 || key_len > SLUICE_KEY_MAX) {
-        sluice__store_errf(s, "key of %zu bytes: keys are 1..%d bytes", key_len,
-                     SLUICE_KEY_MAX);
+        sluice__store_errf(s, "key of %zu bytes: keys are 1..%d bytes", key_len, SLUICE_KEY_MAX);
         return SLUICE_EINVAL;
     }
     if (!sluice__time_ok(now_ms)) {
-        sluice__store_errf(s, "reading %lld ms is outside the accepted range",
-                     (long long)now_ms);
+        sluice__store_errf(s, "reading %lld ms is outside the accepted range", (long long)now_ms);
         return SLUICE_EINVAL;
     }
     if (sluice__policy_check_cost(p, cost)) {
@@ -192,7 +234,99 @@ int sluice_store_acquire_at(sluice_store *s, const sluice_policy *p, const void 
                            (long long)most, p->name);
         return SLUICE_ECOST;
     }
-    return s->ops->acquire_at(s, p, key, key_len, cost, now_ms, out);
+    return 0;
+}
+
+int sluice_store_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                            int64_t cost, int64_t now_ms, sluice_decision *out) {
+    if (!s) return SLUICE_EINVAL;
+    if (!out) {
+        sluice__store_errf(s, "decision is NULL");
+        return SLUICE_EINVAL;
+    }
+    int rc = check_request(s, p, key, key_len, cost, now_ms);
+    return rc ? rc : s->ops->acquire_at(s, p, key, key_len, cost, now_ms, out);
+}
+
+int sluice_store_acquire_many(sluice_store *s, const sluice_request *reqs, size_t n,
+                              sluice_decision *out, int *results) {
+    if (!s || (n && (!reqs || !out || !results))) return SLUICE_EINVAL;
+    int64_t now_ms = sluice_clock_now_ms(s->clock);
+    int any = 0;
+    for (size_t i = 0; i < n; i++) {
+        results[i] = check_request(s, reqs[i].policy, reqs[i].key, reqs[i].key_len, reqs[i].cost, now_ms);
+        any |= results[i] == 0;
+    }
+    if (!any) return 0;
+    if (s->ops->acquire_many) {
+        s->ops->acquire_many(s, reqs, n, now_ms, out, results);
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (results[i] == 0)
+            results[i] = s->ops->acquire_at(s, reqs[i].policy, reqs[i].key, reqs[i].key_len,
+                                            reqs[i].cost, now_ms, &out[i]);
+    return 0;
+}
+
+/* ---- policies a store has met ---- */
+
+static int same_policy(const sluice_policy *a, const sluice_policy *b) {
+    if (strcmp(a->name, b->name) != 0 || a->n_parts != b->n_parts) return 0;
+    for (size_t i = 0; i < a->n_parts; i++) {
+        const sluice_config *x = &a->parts[i], *y = &b->parts[i];
+        if (x->algorithm != y->algorithm || x->limit != y->limit || x->rate != y->rate ||
+            x->period_ms != y->period_ms)
+            return 0;
+    }
+    return 1;
+}
+
+int sluice__policy_set_id(sluice__policy_set *set, const sluice_store *s, const sluice_policy *p,
+                          unsigned *id) {
+    unsigned n = atomic_load_explicit(&set->n_known, memory_order_acquire);
+    for (unsigned i = 0; i < n; i++) {
+        if (atomic_load_explicit(&set->known[i].serial, memory_order_relaxed) == p->serial) {
+            *id = set->known[i].id;
+            return 0;
+        }
+    }
+    int rc = 0;
+    sluice__lock_take(&set->lock);
+    unsigned i;
+    for (i = 0; i < set->n && !same_policy((const sluice_policy *)set->items[i], p); i++) {
+    }
+    if (i == set->n) {
+        void *item = NULL;
+        if (set->n == SLUICE__POLICIES_MAX) {
+            sluice__store_errf(s, "store serves %d distinct policies already", SLUICE__POLICIES_MAX);
+            rc = SLUICE_EFULL;
+        } else if (!(item = calloc(1, set->item_size))) {
+            sluice__store_errf(s, "out of memory");
+            rc = SLUICE_ENOMEM;
+        } else {
+            memcpy(item, p, sizeof *p);
+            rc = set->init ? set->init(item, set->ctx) : 0;
+            if (rc) free(item);
+            else set->items[set->n++] = item;
+        }
+    }
+    if (rc == 0) {
+        *id = i;
+        unsigned k = atomic_load_explicit(&set->n_known, memory_order_relaxed);
+        if (k < SLUICE__KNOWN_MAX) {
+            set->known[k].id = i;
+            atomic_store_explicit(&set->known[k].serial, p->serial, memory_order_relaxed);
+            atomic_store_explicit(&set->n_known, k + 1, memory_order_release);
+        }
+    }
+    sluice__lock_give(&set->lock);
+    return rc;
+}
+
+void sluice__policy_set_free(sluice__policy_set *set) {
+    for (unsigned i = 0; i < set->n; i++) free(set->items[i]);
+    set->n = 0;
 }
 
 int sluice_store_acquire(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,

@@ -1,0 +1,869 @@
+/* test_differential.c: the real code against the reference models
+ * (ref_models.h) on long random traces, decision by decision.
+ *
+ * Each trace is a sequence of readings and costs: readings mostly advance by
+ * small steps (scaled to the configuration's token time and window), often
+ * stay put, land exactly on the last retry_after_ms / reset_ms and one ms
+ * before, sometimes jump by huge idle gaps (up to ~2^60 ms per trace), and
+ * sometimes step backwards (a little or a lot). Costs are biased to small,
+ * often exactly the last remaining (+1), sometimes the limit, and sometimes
+ * invalid (0, -1, limit + 1, ...) which must be SLUICE_ECOST and change
+ * nothing. Every trace runs, in lock step with the model, through
+ *   (a) the pure algorithm: the vtable of sluice__algo_of() for one part,
+ *       sluice__policy_decide() for composites, plus each part's peek and
+ *       is_fresh at random readings, and a check that a denial leaves the
+ *       state's bytes untouched;
+ *   (b) a real limiter (sluice_limiter_new or _new_policy, manual clock,
+ *       sluice_acquire_at), including readings outside the accepted range.
+ * Every field must be identical. On the first disagreement the trace stops;
+ * the test prints the seed, configuration, step, reading, cost and both
+ * decisions, then shrinks the trace to a short reproducer and prints it.
+ *
+ * Two white-box additions: traces that start exactly where the one-part
+ * bucket limiter's 64-bit word reaches its extremes (diff_word_edges), and
+ * sliding-log running totals moved up near 2^62 where the ring renormalizes
+ * them (tcase.shift_totals), which no trace of realistic length reaches.
+ *
+ * About 2 million decisions at SLUICE_TEST_SCALE=1 (the default): ~2 s at
+ * -O2, ~11 s under ASan+UBSan at -O0. The variable scales the number of
+ * traces (e.g. 50 for a long hunt). SLUICE_TEST_SEED=S reruns only the trace
+ * of seed S (as printed on a failure) with its full report. */
+#include "check.h"
+#include "internal.h"
+#include "ref_models.h"
+
+#include <limits.h>
+
+/* ------------------------------------------------------------------------ */
+/* Random configurations                                                     */
+/* ------------------------------------------------------------------------ */
+
+static double test_scale(void) {
+    const char *s = getenv("SLUICE_TEST_SCALE");
+    double v = s ? strtod(s, NULL) : 1.0;
+    return v > 0 ? v : 1.0;
+}
+
+static int scaled(int n) {
+    double v = n * test_scale();
+    return v < 1 ? 1 : (int)v;
+}
+
+static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+
+/* Log-uniform in [lo, hi] (1 <= lo <= hi): every bit length equally likely. */
+static int64_t log_uniform(uint64_t *rs, int64_t lo, int64_t hi) {
+    int bits = 64 - __builtin_clzll((unsigned long long)hi);
+    int k = (int)check_range_(rs, 1, bits);
+    int64_t a = k == 1 ? 1 : INT64_C(1) << (k - 1);
+    int64_t b = k >= 63 ? INT64_MAX : (INT64_C(1) << k) - 1;
+    a = max64(a, lo);
+    b = min64(b, hi);
+    if (a > b) return check_range_(rs, lo, hi);
+    return check_range_(rs, a, b);
+}
+
+#define DAY30 INT64_C(2592000000)
+
+static const int64_t edge_buckets[][3] = {
+    /* capacity, rate, period_ms */
+    {1000000000, 1000000000, 1000},        /* 10^9 per second, 10^9 deep */
+    {1000000000, 1, DAY30},                /* 1 per 30 days, 10^9 deep */
+    {1, 1, DAY30},                         /* 1 per 30 days */
+    {2, 1, DAY30},
+    {1000000000, 999999937, 7000},         /* an odd prime rate */
+    {3, 999999937, 7000},
+    {1000000000, 1000000000000, 1000000},  /* largest R, at 10^9/s */
+    {1, 1000000000000, DAY30},
+    {1000000000, 999999999999, DAY30},     /* r, p both large */
+    {5, DAY30 - 1, DAY30},                 /* r = 2591999999, p = DAY30 */
+    {999999937, 999999929, 999999893},
+    {7, 1000000000, 1000},
+    {1, 1000000000, 1000},
+    {1000000000, 1, 1},
+    {1000000000, 1000000, 1},              /* 10^6 per ms */
+    {1, 1, 1},
+    {3, 1, 1000},
+    {2, 4, 1},                             /* r = 4, p = 1: (t - epoch)*r can be -2^63 */
+    {1, 1024, 1},
+    {3, 65536, 1},
+};
+
+static const int64_t edge_windows[][2] = {
+    /* limit, window_ms */
+    {1000000000, DAY30}, {1, DAY30},          {1000000000, 1}, {1, 1},
+    {999999937, 999983}, {7, DAY30},          {1000000000, 1000}, {3, DAY30 - 1},
+    {10, 1000},          {2, 3},              {1000000000, 999999937},
+};
+
+static bool is_bucket(sluice_algorithm a) { return a == SLUICE_TOKEN_BUCKET || a == SLUICE_LEAKY_BUCKET; }
+
+static sluice_config make_config(sluice_algorithm a, int64_t limit, int64_t rate, int64_t period) {
+    sluice_config c;
+    memset(&c, 0, sizeof c);
+    c.algorithm = a;
+    c.limit = limit;
+    c.rate = is_bucket(a) ? rate : 0;
+    c.period_ms = period;
+    return c;
+}
+
+/* Configuration classes: 0 small, 1 medium, 2 anywhere in the accepted
+ * ranges (log-uniform), 3 edges. Always valid. */
+static sluice_config gen_config(uint64_t *rs, sluice_algorithm a, int cls) {
+    for (int tries = 0; tries < 1000; tries++) {
+        sluice_config c;
+        if (cls == 3) {
+            if (is_bucket(a)) {
+                size_t i = (size_t)check_range_(rs, 0, sizeof edge_buckets / sizeof edge_buckets[0] - 1);
+                c = make_config(a, edge_buckets[i][0], edge_buckets[i][1], edge_buckets[i][2]);
+            } else {
+                size_t i = (size_t)check_range_(rs, 0, sizeof edge_windows / sizeof edge_windows[0] - 1);
+                c = make_config(a, edge_windows[i][0], 0, edge_windows[i][1]);
+            }
+        } else if (cls == 0) {
+            c = is_bucket(a) ? make_config(a, check_range_(rs, 1, 10), check_range_(rs, 1, 7),
+                                           check_range_(rs, 1, 13))
+                             : make_config(a, check_range_(rs, 1, 10), 0, check_range_(rs, 1, 50));
+        } else if (cls == 1) {
+            c = is_bucket(a) ? make_config(a, log_uniform(rs, 1, 10000), log_uniform(rs, 1, 10000),
+                                           log_uniform(rs, 1, 1000000))
+                             : make_config(a, log_uniform(rs, 1, 10000), 0, log_uniform(rs, 1, 1000000));
+        } else {
+            c = make_config(a, log_uniform(rs, 1, SLUICE_LIMIT_MAX), log_uniform(rs, 1, SLUICE_RATE_MAX),
+                            log_uniform(rs, 1, SLUICE_PERIOD_MAX_MS));
+        }
+        if (sluice_config_validate(&c, NULL, 0) == 0) return c;
+        if (cls == 3) {
+            char err[200];
+            sluice_config_validate(&c, err, sizeof err);
+            fprintf(stderr, "edge configuration rejected: %s\n", err);
+            CHECK(!"edge configuration rejected");
+        }
+    }
+    fprintf(stderr, "gen_config: no valid configuration\n");
+    abort();
+}
+
+/* ------------------------------------------------------------------------ */
+/* Traces                                                                    */
+/* ------------------------------------------------------------------------ */
+
+enum { K_DECIDE, K_PEEK, K_BADTIME };
+
+typedef struct {
+    int64_t t, cost;
+    int kind;
+} step_t;
+
+typedef struct {
+    const char *test;
+    uint64_t seed;
+    size_t n_parts;
+    sluice_config parts[SLUICE_POLICY_MAX_PARTS];
+    int use_policy;      /* one part through sluice_limiter_new_policy */
+    int64_t clock_start; /* the manual clock at the limiter's creation */
+    bool shift_totals;   /* logs: move the running totals up near 2^62 now and then */
+} tcase_t;
+
+/* The step generator's state. It sees the model's last decision so that it
+ * can aim at the exact boundaries (retry, reset, remaining). */
+typedef struct {
+    uint64_t rs;
+    int64_t t;
+    bool huge_ok;
+    ref_i128 huge_left; /* budget of huge forward gaps left */
+    size_t n;
+    int64_t tok[SLUICE_POLICY_MAX_PARTS], full[SLUICE_POLICY_MAX_PARTS];
+    int64_t max_cost, max_limit;
+    bool has_last;
+    sluice_decision last;
+    int64_t last_cost;
+    /* a one-part bucket: the limiter's lock-free word is (TAT - epoch*r) in
+     * 64 bits; readings are aimed at where (t - epoch)*r and that plus the
+     * backlog cross +-2^63 */
+    bool word;
+    int64_t epoch;
+    ref_i128 r, tau;
+} gen_t;
+
+static int64_t clamp_time(ref_i128 t) {
+    if (t < SLUICE_TIME_MIN_MS) return SLUICE_TIME_MIN_MS;
+    if (t > SLUICE_TIME_MAX_MS) return SLUICE_TIME_MAX_MS;
+    return (int64_t)t;
+}
+
+static void gen_init(gen_t *g, const tcase_t *tc, uint64_t seed, bool huge_ok, int64_t start) {
+    memset(g, 0, sizeof *g);
+    g->rs = seed;
+    g->t = start;
+    g->huge_ok = huge_ok;
+    g->huge_left = (ref_i128)1 << 60;
+    g->n = tc->n_parts;
+    g->max_cost = INT64_MAX;
+    for (size_t i = 0; i < tc->n_parts; i++) {
+        const sluice_config *c = &tc->parts[i];
+        ref_i128 tok, full;
+        if (is_bucket(c->algorithm)) {
+            tok = ref_ceil_div_(c->period_ms, c->rate);              /* one token */
+            full = ref_ceil_div_((ref_i128)c->limit * c->period_ms, c->rate); /* all */
+        } else {
+            tok = c->period_ms / c->limit;
+            full = c->period_ms;
+        }
+        if (tok < 1) tok = 1;
+        if (full < 1) full = 1;
+        if (full > ((ref_i128)1 << 50)) full = (ref_i128)1 << 50;
+        if (tok > full) tok = full;
+        g->tok[i] = (int64_t)tok;
+        g->full[i] = (int64_t)full;
+        g->max_cost = min64(g->max_cost, c->limit);
+        g->max_limit = max64(g->max_limit, c->limit);
+    }
+    if (tc->n_parts == 1 && is_bucket(tc->parts[0].algorithm)) {
+        ref_part m;
+        ref_part_init(&m, &tc->parts[0]);
+        g->word = true;
+        g->epoch = tc->clock_start;
+        g->r = m.r;
+        g->tau = m.tau;
+    }
+}
+
+static int64_t gen_cost(gen_t *g) {
+    uint64_t *rs = &g->rs;
+    int u = (int)check_range_(rs, 0, 999);
+    int64_t L = g->max_cost;
+    if (g->has_last && u < 100) /* right at the boundary */
+        return max64(1, min64(L, g->last.remaining + check_range_(rs, 0, 1)));
+    if (g->has_last && !g->last.allowed && u < 160) return g->last_cost; /* the same again */
+    if (u < 500) return 1;
+    if (u < 680) return check_range_(rs, 1, min64(L, 3));
+    if (u < 780) return check_range_(rs, 1, min64(L, 10));
+    if (u < 920) return log_uniform(rs, 1, L);
+    if (u < 960) return L;
+    if (u < 975 && g->max_limit > L) return check_range_(rs, L + 1, g->max_limit); /* over one part */
+    switch (check_range_(rs, 0, 5)) {
+    case 0: return 0;
+    case 1: return -1;
+    case 2: return L + 1;
+    case 3: return INT64_MIN;
+    case 4: return INT64_MAX;
+    default: return -L;
+    }
+}
+
+static step_t gen_step(gen_t *g) {
+    uint64_t *rs = &g->rs;
+    step_t s = {g->t, 1, K_DECIDE};
+    size_t pi = (size_t)check_range_(rs, 0, (int64_t)g->n - 1);
+    int64_t tok = g->tok[pi], full = g->full[pi];
+    int u = (int)check_range_(rs, 0, 999);
+    if (u < 40) { /* look at the state: peek and is_fresh */
+        ref_i128 off = 0;
+        switch (check_range_(rs, 0, 4)) {
+        case 0: off = 0; break;
+        case 1: off = g->has_last ? g->last.reset_ms : 0; break;
+        case 2: off = g->has_last ? (ref_i128)g->last.reset_ms - 1 : 1; break;
+        case 3: off = check_range_(rs, -full, full); break;
+        default: off = check_range_(rs, -tok, 2 * tok); break;
+        }
+        s.kind = K_PEEK;
+        s.t = clamp_time((ref_i128)g->t + off);
+        return s;
+    }
+    if (u < 45) { /* a reading outside the accepted range */
+        static const int64_t bad[] = {SLUICE_TIME_MAX_MS + 1, SLUICE_TIME_MIN_MS - 1, INT64_MAX, INT64_MIN};
+        s.kind = K_BADTIME;
+        s.t = bad[check_range_(rs, 0, 3)];
+        s.cost = 1;
+        return s;
+    }
+    ref_i128 dt;
+    u = (int)check_range_(rs, 0, 999);
+    bool same_cost = false;
+    if (g->has_last && !g->last.allowed && u < 120) {
+        dt = (ref_i128)g->last.retry_after_ms - (check_range_(rs, 0, 2) == 0); /* retry, retry-1 */
+        same_cost = check_range_(rs, 0, 3) != 0;
+    } else if (g->has_last && u < 170) {
+        dt = (ref_i128)g->last.reset_ms - check_range_(rs, 0, 1);
+    } else if (u < 450) {
+        dt = 0;
+    } else if (u < 740) {
+        dt = check_range_(rs, 1, 2 * tok);
+    } else if (u < 850) {
+        dt = check_range_(rs, 1, 2 * full);
+    } else if (u < 870 && g->huge_ok && g->huge_left > 1024) {
+        ref_i128 cap = g->huge_left < ((ref_i128)1 << 58) ? g->huge_left : ((ref_i128)1 << 58);
+        dt = log_uniform(rs, 1024, (int64_t)cap);
+        g->huge_left -= dt;
+    } else if (u < 885 && g->word) {
+        /* an offset from the epoch near where the word overflows */
+        ref_i128 lo, hi;
+        if (check_range_(rs, 0, 1)) {
+            lo = (INT64_MAX - g->tau) / g->r - 2;
+            hi = INT64_MAX / g->r + 2;
+        } else {
+            lo = INT64_MIN / g->r - 2;
+            hi = (INT64_MIN + g->tau) / g->r + 2;
+        }
+        ref_i128 at = (ref_i128)g->epoch + lo + (ref_i128)check_range_(rs, 0, (int64_t)(hi - lo));
+        dt = at >= SLUICE_TIME_MIN_MS && at <= SLUICE_TIME_MAX_MS ? at - g->t : 0;
+    } else if (u < 960) {
+        dt = -check_range_(rs, 1, max64(tok, full / 2));
+    } else if (u < 975 && g->huge_ok) {
+        dt = -log_uniform(rs, 1, INT64_C(1) << 58);
+    } else {
+        dt = check_range_(rs, 0, 3);
+    }
+    g->t = clamp_time((ref_i128)g->t + dt);
+    s.t = g->t;
+    s.cost = same_cost ? g->last_cost : gen_cost(g);
+    return s;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The real code under test                                                  */
+/* ------------------------------------------------------------------------ */
+
+enum { M_ALGO = 1, M_LIMITER = 2 };
+
+typedef struct {
+    size_t n;
+    sluice__params params[SLUICE_POLICY_MAX_PARTS];
+    const sluice__algo *algo[SLUICE_POLICY_MAX_PARTS];
+    sluice__state st[SLUICE_POLICY_MAX_PARTS];
+    sluice_policy *pol;
+    sluice_clock *clk;
+    sluice_limiter *lim;
+} real_t;
+
+static void real_close(real_t *R) {
+    for (size_t i = 0; i < R->n; i++)
+        if (R->algo[i] == &sluice__sliding_log) sluice__log_free(&R->st[i].log);
+    sluice_limiter_free(R->lim);
+    sluice_clock_free(R->clk);
+    sluice_policy_free(R->pol);
+    memset(R, 0, sizeof *R);
+}
+
+static int real_open(real_t *R, const tcase_t *tc, int modes) {
+    char err[256];
+    memset(R, 0, sizeof *R);
+    R->n = tc->n_parts;
+    for (size_t i = 0; i < tc->n_parts; i++) {
+        if (sluice__params_init(&tc->parts[i], &R->params[i], err, sizeof err) != 0) {
+            fprintf(stderr, "[%s seed=%" PRIu64 "] sluice__params_init: %s\n", tc->test, tc->seed, err);
+            return -1;
+        }
+        R->algo[i] = sluice__algo_of(tc->parts[i].algorithm);
+        if (!R->algo[i]) return -1;
+        R->algo[i]->init(&R->params[i], &R->st[i]);
+    }
+    if (sluice_policy_new("diff", tc->parts, tc->n_parts, &R->pol) != 0) return -1;
+    if (modes & M_LIMITER) {
+        R->clk = sluice_clock_manual_new(tc->clock_start);
+        if (!R->clk) return -1;
+        int rc = (tc->n_parts == 1 && !tc->use_policy) ? sluice_limiter_new(&tc->parts[0], R->clk, &R->lim)
+                                                        : sluice_limiter_new_policy(R->pol, R->clk, &R->lim);
+        if (rc != 0) return -1;
+    }
+    return 0;
+}
+
+/* A snapshot of the algorithm states, to check that a denial changes none. */
+typedef struct {
+    sluice__state st[SLUICE_POLICY_MAX_PARTS];
+    sluice__log_entry *ents[SLUICE_POLICY_MAX_PARTS];
+} snap_t;
+
+static void snap_take(snap_t *sn, const real_t *R, bool deep) {
+    memcpy(sn->st, R->st, sizeof sn->st);
+    for (size_t i = 0; i < R->n; i++) {
+        sn->ents[i] = NULL;
+        if (deep && R->algo[i] == &sluice__sliding_log && R->st[i].log.cap) {
+            size_t cap = R->st[i].log.cap;
+            sn->ents[i] = malloc(cap * sizeof *sn->ents[i]);
+            memcpy(sn->ents[i], R->st[i].log.e, cap * sizeof *sn->ents[i]);
+        }
+    }
+}
+
+/* Logical equality: the bytes of every non-log state; for a log its length,
+ * base and entries in order (the ring may grow, SLUICE__EGROW, even on a dry
+ * run: that changes its capacity, not what it decides). */
+static bool snap_same(const snap_t *sn, const real_t *R) {
+    for (size_t i = 0; i < R->n; i++) {
+        const sluice__log *now = &R->st[i].log, *was = &sn->st[i].log;
+        if (R->algo[i] != &sluice__sliding_log) {
+            if (memcmp(&sn->st[i], &R->st[i], sizeof R->st[i]) != 0) return false;
+            continue;
+        }
+        if (now->len != was->len || now->base != was->base) return false;
+        if (!sn->ents[i]) continue;
+        for (uint32_t k = 0; k < now->len; k++) {
+            const sluice__log_entry *a = &sn->ents[i][(was->head + k) & (was->cap - 1)];
+            const sluice__log_entry *b = &now->e[(now->head + k) & (now->cap - 1)];
+            if (a->ts_ms != b->ts_ms || a->cum != b->cum) return false;
+        }
+    }
+    return true;
+}
+
+/* Moves a log's running totals (base and every cum) so that the newest is
+ * near 2^62, where the ring renormalizes them: the same log, as if a great
+ * deal had been admitted long ago. White-box: runs of a few million
+ * admissions of up to 10^9 never get there by themselves. */
+static void shift_totals(sluice__log *g, int64_t below) {
+    int64_t newest = g->len ? g->e[(g->head + g->len - 1) & (g->cap - 1)].cum : g->base;
+    int64_t k = (INT64_C(1) << 62) - below - newest;
+    g->base += k;
+    for (uint32_t i = 0; i < g->len; i++) g->e[(g->head + i) & (g->cap - 1)].cum += k;
+}
+
+static void snap_free(snap_t *sn, size_t n) {
+    for (size_t i = 0; i < n; i++) free(sn->ents[i]);
+}
+
+/* The pure algorithm (one part) or sluice__policy_decide (composite), with
+ * the log's grow-and-retry protocol. commit 0: a dry run (one part only).
+ * Returns 0, or -1 with *why set. */
+static int algo_decide(real_t *R, int64_t t, int64_t cost, sluice_decision *d, int commit,
+                       const char **why) {
+    size_t last_grown = SIZE_MAX;
+    for (;;) {
+        size_t gp = 0;
+        snap_t sn;
+        snap_take(&sn, R, false);
+        int rc = R->n == 1 ? R->algo[0]->decide(&R->params[0], &R->st[0], t, cost, d, commit)
+                     : sluice__policy_decide(R->pol, R->st, t, cost, d, &gp);
+        bool same = snap_same(&sn, R);
+        snap_free(&sn, R->n);
+        if (rc == 0) return 0;
+        if (rc != SLUICE__EGROW) {
+            *why = "decide returned an error";
+            return -1;
+        }
+        if (!same) {
+            *why = "SLUICE__EGROW changed the state";
+            return -1;
+        }
+        if (gp >= R->n || R->algo[gp] != &sluice__sliding_log) {
+            *why = "SLUICE__EGROW for a part that is not a log";
+            return -1;
+        }
+        if (gp == last_grown) { /* one reserve makes room for one entry */
+            *why = "SLUICE__EGROW again for the part just grown";
+            return -1;
+        }
+        last_grown = gp;
+        const sluice_config *c = &R->pol->parts[gp];
+        if (sluice__log_reserve(&R->st[gp].log, min64(c->limit, c->period_ms)) != 0) {
+            *why = "sluice__log_reserve failed";
+            return -1;
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* The lock-step runner                                                      */
+/* ------------------------------------------------------------------------ */
+
+static void print_case(const tcase_t *tc, const real_t *R) {
+    char text[1024] = "?";
+    if (R->pol) sluice_policy_format(R->pol, text, sizeof text);
+    fprintf(stderr, "  test %s, seed %" PRIu64 ", config \"%s\", clock start %" PRId64 "%s\n", tc->test,
+            tc->seed, text, tc->clock_start,
+            tc->n_parts == 1 && !tc->use_policy ? " (sluice_limiter_new)" : " (policy)");
+    if (tc->shift_totals) fprintf(stderr, "  (log running totals shifted near 2^62 every 23 steps)\n");
+}
+
+static void print_mismatch(const char *side, size_t i, const step_t *s, int want_rc, const sluice_decision *want,
+                           int got_rc, const sluice_decision *got, const char *what) {
+    char a[300], b[300];
+    ref_decision_str(want, a, sizeof a);
+    ref_decision_str(got, b, sizeof b);
+    fprintf(stderr,
+            "  %s: step %zu, %s at reading %" PRId64 " cost %" PRId64 ": %s\n"
+            "    model rc=%d %s\n    real  rc=%d %s\n",
+            side, i, s->kind == K_PEEK ? "peek" : s->kind == K_BADTIME ? "bad reading" : "decide", s->t,
+            s->cost, what, want_rc, a, got_rc, b);
+}
+
+/* coverage, all tests */
+static long long g_decisions, g_allowed, g_denied, g_ecost, g_peeks, g_far_denied;
+static long long g_word_traces, g_word_far_traces; /* one-part buckets; beyond 64 bits */
+
+/* Runs steps[0..n) (generating each first when gen is not NULL) through the
+ * model and the real code in modes. Returns the index of the first
+ * disagreement (and *bad_mode) or -1. verbose: 0 quiet, 1 the mismatch,
+ * 2 every step. */
+static long run_trace(const tcase_t *tc, step_t *steps, size_t n, int modes, int verbose, gen_t *gen,
+                      int *bad_mode) {
+    ref_model m;
+    real_t R;
+    long fail = -1;
+    bool far = false; /* a reading so far from the clock start that the word overflows */
+    ref_model_init(&m, tc->parts, tc->n_parts);
+    if (real_open(&R, tc, modes) != 0) {
+        fprintf(stderr, "  cannot make the limiter\n");
+        if (verbose) print_case(tc, &R);
+        real_close(&R);
+        ref_model_free(&m);
+        return 0;
+    }
+    if (verbose == 2) print_case(tc, &R);
+    for (size_t i = 0; i < n && fail < 0; i++) {
+        if (gen) steps[i] = gen_step(gen);
+        const step_t *s = &steps[i];
+        sluice_decision want, got;
+        char a[300];
+        memset(&got, 0, sizeof got);
+        if (s->kind == K_DECIDE) {
+            int want_rc = ref_model_decide(&m, s->t, s->cost, &want);
+            g_decisions++;
+            if (want_rc != SLUICE_OK) g_ecost++;
+            else if (want.allowed) g_allowed++;
+            else g_denied++, g_far_denied += want.retry_after_ms > (INT64_C(1) << 50);
+            if (tc->n_parts == 1 && is_bucket(tc->parts[0].algorithm) && !far &&
+                ((ref_i128)s->t - tc->clock_start) * m.part[0].r > ((ref_i128)1 << 62))
+                far = true;
+            if (verbose == 2) {
+                ref_decision_str(&want, a, sizeof a);
+                fprintf(stderr, "    step %zu: decide at %" PRId64 " cost %" PRId64 " -> rc=%d %s\n", i, s->t,
+                        s->cost, want_rc, a);
+            }
+            if ((modes & M_ALGO) && want_rc == SLUICE_OK && R.n == 1 && (i % 7) == 3) {
+                /* a dry run (commit 0) decides the same and changes nothing */
+                const char *why = NULL;
+                snap_t sn;
+                snap_take(&sn, &R, true);
+                if (algo_decide(&R, s->t, s->cost, &got, 0, &why) != 0) {
+                    fail = (long)i, *bad_mode = M_ALGO;
+                    if (verbose) print_case(tc, &R), print_mismatch("algorithm, commit=0", i, s, want_rc, &want, -1, &got, why);
+                } else if (!ref_decision_eq(&want, &got)) {
+                    fail = (long)i, *bad_mode = M_ALGO;
+                    if (verbose) print_case(tc, &R), print_mismatch("algorithm, commit=0", i, s, want_rc, &want, 0, &got, "decisions differ");
+                } else if (!snap_same(&sn, &R)) {
+                    fail = (long)i, *bad_mode = M_ALGO;
+                    if (verbose) print_case(tc, &R), print_mismatch("algorithm, commit=0", i, s, want_rc, &want, 0, &got, "a dry run changed the state");
+                }
+                snap_free(&sn, R.n);
+            }
+            if ((modes & M_ALGO) && want_rc == SLUICE_OK && fail < 0) {
+                const char *why = NULL;
+                snap_t sn;
+                bool deep = (i & 15) == 0;
+                snap_take(&sn, &R, deep);
+                if (algo_decide(&R, s->t, s->cost, &got, 1, &why) != 0) {
+                    fail = (long)i, *bad_mode = M_ALGO;
+                    if (verbose) print_case(tc, &R), print_mismatch("algorithm", i, s, want_rc, &want, -1, &got, why);
+                } else if (!ref_decision_eq(&want, &got)) {
+                    fail = (long)i, *bad_mode = M_ALGO;
+                    if (verbose) print_case(tc, &R), print_mismatch("algorithm", i, s, want_rc, &want, 0, &got, "decisions differ");
+                } else if (!want.allowed && !snap_same(&sn, &R)) {
+                    fail = (long)i, *bad_mode = M_ALGO;
+                    if (verbose) print_case(tc, &R), print_mismatch("algorithm", i, s, want_rc, &want, 0, &got, "a denial changed the state");
+                }
+                snap_free(&sn, R.n);
+                if (tc->shift_totals && i % 23 == 7)
+                    for (size_t k = 0; k < R.n; k++)
+                        if (R.algo[k] == &sluice__sliding_log)
+                            shift_totals(&R.st[k].log, (int64_t)(i % 3) * tc->parts[k].limit);
+            }
+            if ((modes & M_LIMITER) && fail < 0) {
+                memset(&got, 0, sizeof got);
+                int rc = sluice_acquire_at(R.lim, s->cost, s->t, &got);
+                if (rc != want_rc || (rc == 0 && !ref_decision_eq(&want, &got))) {
+                    fail = (long)i, *bad_mode = M_LIMITER;
+                    if (verbose) print_case(tc, &R), print_mismatch("limiter", i, s, want_rc, &want, rc, &got, "decisions differ");
+                }
+            }
+            if (gen) {
+                gen->has_last = want_rc == SLUICE_OK;
+                if (gen->has_last) gen->last = want, gen->last_cost = s->cost;
+            }
+        } else if (s->kind == K_PEEK) {
+            g_peeks++;
+            if (modes & M_ALGO) {
+                for (size_t k = 0; k < R.n && fail < 0; k++) {
+                    ref_part_peek(&m.part[k], s->t, &want);
+                    memset(&got, 0x5a, sizeof got);
+                    R.algo[k]->peek(&R.params[k], &R.st[k], s->t, &got);
+                    bool fresh_want = ref_part_idle(&m.part[k], s->t);
+                    bool fresh_got = R.algo[k]->is_fresh(&R.params[k], &R.st[k], s->t) != 0;
+                    if (!ref_decision_eq(&want, &got) || fresh_want != fresh_got) {
+                        char what[80];
+                        snprintf(what, sizeof what, "part %zu: peek, or is_fresh (model %d, real %d)", k,
+                                 (int)fresh_want, (int)fresh_got);
+                        fail = (long)i, *bad_mode = M_ALGO;
+                        if (verbose) print_case(tc, &R), print_mismatch("algorithm", i, s, 0, &want, 0, &got, what);
+                    }
+                }
+            }
+            if ((modes & M_LIMITER) && fail < 0) {
+                for (size_t k = 0; k < R.n && fail < 0; k++) {
+                    ref_part_peek(&m.part[k], s->t, &want);
+                    memset(&got, 0x5a, sizeof got);
+                    sluice__limiter_peek_part(R.lim, k, s->t, &got);
+                    if (!ref_decision_eq(&want, &got)) {
+                        char what[80];
+                        snprintf(what, sizeof what, "part %zu: sluice__limiter_peek_part", k);
+                        fail = (long)i, *bad_mode = M_LIMITER;
+                        if (verbose) print_case(tc, &R), print_mismatch("limiter", i, s, 0, &want, 0, &got, what);
+                    }
+                }
+            }
+        } else { /* K_BADTIME */
+            if (modes & M_LIMITER) {
+                int rc = sluice_acquire_at(R.lim, s->cost, s->t, &got);
+                if (rc != SLUICE_EINVAL) {
+                    memset(&want, 0, sizeof want);
+                    fail = (long)i, *bad_mode = M_LIMITER;
+                    if (verbose) print_case(tc, &R), print_mismatch("limiter", i, s, SLUICE_EINVAL, &want, rc, &got, "reading outside the range accepted");
+                }
+            }
+        }
+    }
+    if (gen && tc->n_parts == 1 && is_bucket(tc->parts[0].algorithm)) {
+        g_word_traces++;
+        g_word_far_traces += far;
+    }
+    real_close(&R);
+    ref_model_free(&m);
+    return fail;
+}
+
+/* Shrinks a failing trace (steps[0..n), failing in mode) by dropping chunks
+ * while it still fails; returns the new length. Bounded work. */
+static size_t shrink(const tcase_t *tc, step_t *steps, size_t n, int mode) {
+    step_t *tmp = malloc(n * sizeof *tmp);
+    long long budget = 30000000; /* steps replayed */
+    size_t chunk = n / 2 ? n / 2 : 1;
+    while (chunk >= 1 && budget > 0) {
+        bool progress = false;
+        for (size_t i = 0; i < n && budget > 0;) {
+            size_t len = min64((int64_t)chunk, (int64_t)(n - i));
+            memcpy(tmp, steps, i * sizeof *tmp);
+            memcpy(tmp + i, steps + i + len, (n - i - len) * sizeof *tmp);
+            int bm = 0;
+            budget -= (long long)(n - len);
+            long f = run_trace(tc, tmp, n - len, mode, 0, NULL, &bm);
+            if (f >= 0) {
+                n = (size_t)f + 1;
+                memcpy(steps, tmp, n * sizeof *tmp);
+                progress = true;
+            } else {
+                i += len;
+            }
+        }
+        if (!progress) {
+            if (chunk == 1) break;
+            chunk /= 2;
+        }
+    }
+    free(tmp);
+    return n;
+}
+
+static int g_reported; /* failures printed in full, all tests */
+
+/* Runs one generated trace; on a disagreement prints it and a shrunk
+ * reproducer. Returns true when the trace agreed throughout. */
+static bool run_case(tcase_t *tc, size_t len, bool huge_ok, int64_t start) {
+    step_t *steps = malloc(len * sizeof *steps);
+    gen_t g;
+    int bad_mode = 0;
+    gen_init(&g, tc, tc->seed ^ 0x5eed, huge_ok, start);
+    long f = run_trace(tc, steps, len, M_ALGO | M_LIMITER, g_reported < 3 ? 1 : 0, &g, &bad_mode);
+    if (f >= 0) {
+        if (g_reported < 3) {
+            size_t n = shrink(tc, steps, (size_t)f + 1, bad_mode);
+            fprintf(stderr, "  shrunk reproducer (%zu steps, %s):\n", n,
+                    bad_mode == M_ALGO ? "algorithm" : "limiter");
+            int bm;
+            run_trace(tc, steps, n, bad_mode, 2, NULL, &bm);
+        } else {
+            fprintf(stderr, "  [%s] another disagreement: seed %" PRIu64 " step %ld\n", tc->test, tc->seed, f);
+        }
+        g_reported++;
+    }
+    free(steps);
+    return f < 0;
+}
+
+/* A start reading: near 0, anywhere, or near either end of the range. */
+static int64_t gen_start(uint64_t *rs) {
+    switch (check_range_(rs, 0, 4)) {
+    case 0: return check_range_(rs, 0, 1000);
+    case 1: return check_range_(rs, -100000, 100000);
+    case 2: return SLUICE_TIME_MIN_MS + check_range_(rs, 0, 1000);
+    case 3: return check_range_(rs, SLUICE_TIME_MIN_MS, SLUICE_TIME_MAX_MS - (INT64_C(1) << 60));
+    default: return SLUICE_TIME_MAX_MS - check_range_(rs, 0, INT64_C(1) << 40);
+    }
+}
+
+static void fill_case(tcase_t *tc, uint64_t *rs, int64_t start) {
+    tc->use_policy = tc->n_parts == 1 && check_range_(rs, 0, 3) == 0;
+    /* the limiter's origin: mostly the first reading, sometimes far away */
+    switch (check_range_(rs, 0, 3)) {
+    case 0: tc->clock_start = clamp_time((ref_i128)start + check_range_(rs, -(INT64_C(1) << 40), INT64_C(1) << 40)); break;
+    case 1: tc->clock_start = 0; break;
+    default: tc->clock_start = start; break;
+    }
+}
+
+/* SLUICE_TEST_SEED=S runs only the trace of seed S (printed on failures),
+ * with its report in full. Returns the first trace index to run. */
+static int first_trace(uint64_t base_seed, int *n_traces) {
+    const char *s = getenv("SLUICE_TEST_SEED");
+    if (!s) return 0;
+    uint64_t seed = strtoull(s, NULL, 10);
+    g_reported = 0;
+    if (seed < base_seed || seed - base_seed >= 1000000) {
+        *n_traces = 0;
+        return 0;
+    }
+    *n_traces = (int)(seed - base_seed) + 1;
+    return (int)(seed - base_seed);
+}
+
+static void run_algorithm(const char *test, sluice_algorithm a, uint64_t base_seed) {
+    int n_traces = scaled(160);
+    int failures = 0;
+    for (int k = first_trace(base_seed, &n_traces); k < n_traces; k++) {
+        uint64_t seed = base_seed + (uint64_t)k;
+        uint64_t rs = seed;
+        tcase_t tc;
+        memset(&tc, 0, sizeof tc);
+        tc.test = test;
+        tc.seed = seed;
+        tc.n_parts = 1;
+        tc.parts[0] = gen_config(&rs, a, k % 4);
+        bool huge_ok = (k / 4) % 2 == 1;
+        int64_t start = gen_start(&rs);
+        fill_case(&tc, &rs, start);
+        tc.shift_totals = k % 3 == 2;
+        if (!run_case(&tc, 2000, huge_ok, start)) failures++;
+    }
+    CHECK_EQ(failures, 0);
+}
+
+TEST(diff_token_bucket) { run_algorithm("diff_token_bucket", SLUICE_TOKEN_BUCKET, 1000000); }
+TEST(diff_leaky_bucket) { run_algorithm("diff_leaky_bucket", SLUICE_LEAKY_BUCKET, 2000000); }
+TEST(diff_fixed_window) { run_algorithm("diff_fixed_window", SLUICE_FIXED_WINDOW, 3000000); }
+TEST(diff_sliding_window) { run_algorithm("diff_sliding_window", SLUICE_SLIDING_WINDOW, 4000000); }
+TEST(diff_sliding_log) { run_algorithm("diff_sliding_log", SLUICE_SLIDING_LOG, 5000000); }
+
+TEST(diff_composite) {
+    int n_traces = scaled(200);
+    int failures = 0;
+    for (int k = first_trace(6000000, &n_traces); k < n_traces; k++) {
+        uint64_t seed = 6000000 + (uint64_t)k;
+        uint64_t rs = seed;
+        tcase_t tc;
+        memset(&tc, 0, sizeof tc);
+        tc.test = "diff_composite";
+        tc.seed = seed;
+        tc.n_parts = (size_t)(k % 12 == 11 ? check_range_(&rs, 5, 8) : check_range_(&rs, 2, 4));
+        int cls = (int)check_range_(&rs, 0, 3);
+        for (size_t i = 0; i < tc.n_parts; i++) {
+            sluice_algorithm a = (sluice_algorithm)check_range_(&rs, SLUICE_TOKEN_BUCKET, SLUICE_SLIDING_LOG);
+            /* mostly parts of one class, so that they interact */
+            tc.parts[i] = gen_config(&rs, a, check_range_(&rs, 0, 3) == 0 ? (int)check_range_(&rs, 0, 3) : cls);
+        }
+        bool huge_ok = (k / 4) % 2 == 1;
+        int64_t start = gen_start(&rs);
+        fill_case(&tc, &rs, start);
+        tc.shift_totals = k % 3 == 2;
+        if (!run_case(&tc, 2000, huge_ok, start)) failures++;
+    }
+    CHECK_EQ(failures, 0);
+}
+
+/* The one-part bucket limiter keeps TAT - epoch*r in a 64-bit word. Traces
+ * that start (fresh) right at the readings where (t - epoch)*r, or that plus
+ * the new backlog, crosses -2^63 or 2^63 - 1 (+-3 ms): the first admission
+ * there makes the extreme word values. Every edge bucket configuration (and
+ * some random ones), both sides, both limiter constructors. */
+TEST(diff_word_edges) {
+    int failures = 0, n_runs = 0;
+    size_t n_edge = sizeof edge_buckets / sizeof edge_buckets[0];
+    int n_random = scaled(12);
+    for (size_t ci = 0; ci < n_edge + (size_t)n_random; ci++) {
+        uint64_t seed = 7000000 + ci * 100, rs = seed;
+        sluice_algorithm a = ci % 2 ? SLUICE_LEAKY_BUCKET : SLUICE_TOKEN_BUCKET;
+        sluice_config c = ci < n_edge ? make_config(a, edge_buckets[ci][0], edge_buckets[ci][1], edge_buckets[ci][2])
+                                      : gen_config(&rs, a, (int)(ci % 3));
+        ref_part m;
+        ref_part_init(&m, &c);
+        for (int side = 0; side < 2; side++) {
+            for (int j = -3; j <= 3; j++) {
+                /* off: the first reading's offset from the epoch */
+                ref_i128 off = side ? (INT64_MAX - m.tau) / m.r + j : INT64_MIN / m.r + j;
+                ref_i128 start = side ? SLUICE_TIME_MAX_MS - check_range_(&rs, 0, 3)
+                                      : SLUICE_TIME_MIN_MS + check_range_(&rs, 0, 3);
+                ref_i128 epoch = start - off;
+                if (epoch < SLUICE_TIME_MIN_MS || epoch > SLUICE_TIME_MAX_MS) continue;
+                tcase_t tc;
+                memset(&tc, 0, sizeof tc);
+                tc.test = "diff_word_edges";
+                tc.seed = seed + (uint64_t)(side * 10 + j + 3);
+                tc.n_parts = 1;
+                tc.parts[0] = c;
+                tc.use_policy = j % 2 != 0;
+                tc.clock_start = (int64_t)epoch;
+                n_runs++;
+                if (!run_case(&tc, 300, j >= 0, (int64_t)start)) failures++;
+            }
+        }
+    }
+    CHECK(n_runs > 100);
+    CHECK_EQ(failures, 0);
+}
+
+/* The reference model on the hand-worked seed example, so that a broken model
+ * cannot pass silently: token bucket 3 at 1/s. */
+TEST(model_sanity) {
+    sluice_config c = sluice_token_bucket(3, 1, 1000);
+    ref_model m;
+    sluice_decision d;
+    ref_model_init(&m, &c, 1);
+    static const struct { int64_t t, cost; int allowed; int64_t rem, retry, reset; } want[] = {
+        {0, 1, 1, 2, 0, 1000},     {0, 1, 1, 1, 0, 2000},     {0, 1, 1, 0, 0, 3000},
+        {0, 1, 0, 0, 1000, 3000},  {500, 1, 0, 0, 500, 2500}, {1000, 1, 1, 0, 0, 3000},
+        {61000, 3, 1, 0, 0, 3000}, {61000, 1, 0, 0, 1000, 3000},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        CHECK_EQ(ref_model_decide(&m, want[i].t, want[i].cost, &d), SLUICE_OK);
+        CHECK_EQ(d.allowed, want[i].allowed);
+        CHECK_EQ(d.remaining, want[i].rem);
+        CHECK_EQ(d.retry_after_ms, want[i].retry);
+        CHECK_EQ(d.reset_ms, want[i].reset);
+    }
+    CHECK_EQ(ref_model_decide(&m, 61000, 4, &d), SLUICE_ECOST);
+    ref_model_free(&m);
+
+    /* a wait of about 2^62 ms: 1 per 30 days, read at the far past */
+    c = sluice_token_bucket(1, 1, DAY30);
+    ref_model_init(&m, &c, 1);
+    CHECK_EQ(ref_model_decide(&m, SLUICE_TIME_MAX_MS, 1, &d), SLUICE_OK);
+    CHECK(d.allowed);
+    CHECK_EQ(ref_model_decide(&m, SLUICE_TIME_MIN_MS, 1, &d), SLUICE_OK);
+    CHECK(!d.allowed);
+    /* capacity 1: cost 1 needs a full bucket, so retry = reset = backlog */
+    CHECK_EQ(d.retry_after_ms, SLUICE_TIME_MAX_MS - SLUICE_TIME_MIN_MS + DAY30);
+    CHECK_EQ(d.reset_ms, SLUICE_TIME_MAX_MS - SLUICE_TIME_MIN_MS + DAY30);
+    ref_model_free(&m);
+}
+
+TEST(summary) {
+    printf("     %lld decisions compared: %lld allowed, %lld denied (%lld waits > 2^50 ms), %lld ECOST;"
+           " %lld peeks;\n     %lld one-part bucket traces, %lld of them with readings beyond the"
+           " limiter's 64-bit word\n",
+           g_decisions, g_allowed, g_denied, g_far_denied, g_ecost, g_peeks, g_word_traces, g_word_far_traces);
+}
+
+TEST_MAIN(model_sanity, diff_token_bucket, diff_leaky_bucket, diff_fixed_window, diff_sliding_window,
+          diff_sliding_log, diff_composite, diff_word_edges, summary)
