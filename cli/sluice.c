@@ -375,7 +375,9 @@ static const char simulate_help[] =
     "\n"
     "options:\n"
     "  --store URL        where the per-key states live (default memory:), e.g.\n"
-    "                     'memory:?max_keys=1000&on_full=refuse'\n"
+    "                     'memory:?max_keys=1000&on_full=refuse' or\n"
+    "                     'redis://127.0.0.1:6379' (clock=client is added, so\n"
+    "                     Redis decides at the trace's times)\n"
     "  --allow-backwards  accept times that decrease. A store's time never runs\n"
     "                     backwards: an earlier time is decided at the highest\n"
     "                     time seen so far, and the durations count from there.\n"
@@ -559,8 +561,16 @@ static int cmd_simulate(int argc, char **argv) {
     }
     sluice_store_options opts = SLUICE_STORE_OPTIONS_INIT;
     opts.clock = clk; /* every reading is the line's time, for any kind of store */
+    /* a remote store decides at the trace's times only in client-clock mode:
+     * ask for it unless the URL says otherwise */
+    char url[4096];
+    const char *url_text = a.store_url;
+    if (!strncmp(a.store_url, "redis", 5) && !strstr(a.store_url, "clock=")) {
+        snprintf(url, sizeof url, "%s%sclock=client", a.store_url, strchr(a.store_url, '?') ? "&" : "?");
+        url_text = url;
+    }
     sluice_store *store = NULL;
-    int rc = sluice_store_open_err(a.store_url, &opts, &store, err, sizeof err);
+    int rc = sluice_store_open_err(url_text, &opts, &store, err, sizeof err);
     if (rc != SLUICE_OK) {
         fprintf(stderr, "sluice simulate: store %s: %s\n", a.store_url, *err ? err : sluice_strerror(rc));
         sluice_clock_free(clk);

@@ -294,8 +294,28 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  * chosen by URL, not by code:
  *   "memory:"            in-process (the default), e.g.
  *                        "memory:?max_keys=100000&on_full=refuse"
+ *   "redis://HOST:PORT[/DB]"                     one Redis server, and
+ *   "redis-cluster://HOST:PORT[,HOST:PORT...]"   Redis Cluster: many hosts
+ *                        share the limits (link libsluice-redis: pkg-config
+ *                        sluice-redis, or CMake sluice::sluice_redis; the core
+ *                        library itself never links hiredis)
  * URL query parameters override the options struct. Unknown or malformed
  * parameters are SLUICE_EINVAL, with a message naming them.
+ *   memory:   max_keys=N, on_full=evict|refuse
+ *   redis:    timeout_ms=N (per command, default 100), connect_timeout_ms=N
+ *             (200), on_error=allow|deny|error (allow), clock=server|client
+ *             (server: the script reads Redis's TIME, so hosts with skewed
+ *             clocks agree; client: the store's clock, for tests and
+ *             simulations), prefix=S (of every Redis key; "sluice:"),
+ *             pool=N (connections per server, 8), ttl_grace_ms=N (added to
+ *             every expiry; 60000 with clock=client, else 0)
+ * The Redis store decides in one round trip (a server-side script, the same
+ * exact arithmetic in Lua) and gives every key an expiry equal to the time
+ * until it is fresh again. Lua's numbers are doubles: it refuses
+ * (SLUICE_EINVAL) a policy whose arithmetic could pass 2^53 (a capacity
+ * times its refill period, or a sliding window's limit times its window,
+ * above 2^51 in the units of docs/semantics.md), and client-clock readings
+ * beyond +-2^50 ms.
  *
  * A store is thread-safe: any number of threads may call sluice_store_*()
  * on one store at once (except _close). Each decision is atomic for its key;
@@ -314,7 +334,7 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  * the store has seen is taken as that highest reading. This is what lets a
  * store forget a fresh key without changing any later decision.
  *
- * Memory: at most max_keys keys are held (default 1,000,000). A key whose
+ * Memory (memory:): at most max_keys keys are held (default 1,000,000). A key whose
  * state is equal to a fresh state is forgotten, losslessly, when room is
  * needed. When the keys' shard is full of keys that are not fresh,
  * on_full=evict (the default) evicts the least recently used one by the

@@ -1,0 +1,776 @@
+/* store/redis/redis.c: per-key state in Redis, for limits shared by many
+ * hosts. "redis://HOST:PORT[/DB]?..." or "redis-cluster://H:P[,H:P...]?...".
+ *
+ * One decision is one round trip: EVALSHA of decide.lua, which decides every
+ * part of the policy atomically on the server with the same exact semantics
+ * as the C algorithms (on NOSCRIPT the script is loaded and the call made
+ * once more). Keys travel as binary-safe arguments, never inside a command
+ * string. A key's Redis names:
+ *
+ *   PREFIX{NAME|FP|LEN:KEY}        its state        (FP: 16 hex digits of the
+ *   PREFIX{NAME|FP|LEN:KEY}:I      sliding-log part I  policy's configuration)
+ *
+ * LEN makes the names unambiguous for any key bytes, and everything up to
+ * the first '}' is shared, so all names of one decision hash to one slot.
+ * Every write sets an expiry: the time until the key is fresh again (plus
+ * ttl_grace_ms, by default 60 s with clock=client only).
+ *
+ * Time: by default the script reads the server's TIME, so hosts with skewed
+ * clocks agree; clock=client sends the store's clock reading (tests,
+ * simulations), kept from running backwards like every store's time.
+ *
+ * Faults: connect and command timeouts; when the server cannot decide, the
+ * store admits unenforced, denies, or returns SLUICE_ESTORE (on_error). A
+ * broken connection is dropped; the next call connects again, at most once
+ * per 100 ms per node while the server stays down, so a dead server costs
+ * callers a timeout only now and then.
+ *
+ * Threads: each node has a pool of connections (pool=N, default 8); a
+ * caller takes one for the round trip. */
+#define _GNU_SOURCE
+#include "internal.h"
+#include "redis_internal.h"
+
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define POOL_DEFAULT 8
+#define POOL_MAX 64
+#define NODES_MAX 64
+#define RETRY_MS 100                  /* a down node is tried again after this */
+#define CLIENT_TIME_MAX_MS (INT64_C(1) << 50) /* exact in Lua's doubles */
+#define EXACT_MAX (INT64_C(1) << 51)  /* products the script forms stay < 2^53 */
+#define NAME_MAX_BYTES (64 + SLUICE_POLICY_NAME_MAX + 48 + SLUICE_KEY_MAX)
+#define ARGS_MAX (3 + 1 + SLUICE_POLICY_MAX_PARTS + 3 + 4 * SLUICE_POLICY_MAX_PARTS)
+
+typedef struct {
+    char host[256];
+    int port;
+    pthread_mutex_t mu; /* guards the pool */
+    pthread_cond_t freed;
+    redisContext *idle[POOL_MAX];
+    int n_idle, n_open;
+    int failed;                  /* the last connect or command failed */
+    _Atomic int64_t retry_at_ms; /* while down: no connect before this  */
+} node;
+
+/* What the store knows of a policy: the start of its key names, its
+ * script arguments, and which parts are logs. */
+typedef struct {
+    sluice_policy policy;
+    char name[64 + SLUICE_POLICY_NAME_MAX + 24]; /* PREFIX{NAME|FP| */
+    size_t name_len;
+    int n_logs;
+    char args[4 * SLUICE_POLICY_MAX_PARTS][24];
+} rpolicy;
+
+typedef struct {
+    struct sluice_store head;
+    int cluster;
+    int db;
+    int client_clock;
+    sluice_on_error on_error;
+    int64_t connect_timeout_ms, timeout_ms, ttl_grace_ms;
+    int pool;
+    char prefix[64];
+    char sha[41];
+    sluice__policy_set policies; /* items: rpolicy */
+    _Atomic int64_t now_ms;      /* clock=client: the store's time */
+    pthread_mutex_t nodes_mu;    /* guards n_nodes growing and slots */
+    node *nodes[NODES_MAX];
+    _Atomic int n_nodes;
+    _Atomic uint8_t slots[16384]; /* cluster: slot -> node */
+    atomic_llong allowed, denied, failures, reconnects;
+} redis_store;
+
+/* ---- time ---- */
+
+static int64_t real_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static struct timeval tv_of(int64_t ms) {
+    struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+    return tv;
+}
+
+/* ---- connections ---- */
+
+static node *node_new(const char *host, size_t host_len, int port) {
+    node *n = calloc(1, sizeof *n);
+    if (!n) return NULL;
+    if (host_len >= sizeof n->host) host_len = sizeof n->host - 1;
+    memcpy(n->host, host, host_len);
+    n->port = port;
+    pthread_mutex_init(&n->mu, NULL);
+    pthread_cond_init(&n->freed, NULL);
+    return n;
+}
+
+static void node_free(node *n) {
+    for (int i = 0; i < n->n_idle; i++) redisFree(n->idle[i]);
+    pthread_mutex_destroy(&n->mu);
+    pthread_cond_destroy(&n->freed);
+    free(n);
+}
+
+/* Runs one command on c; NULL and why on failure (c is then unusable). */
+static redisReply *run(redisContext *c, int argc, const char **argv, const size_t *lens, char *why,
+                       size_t whylen) {
+    redisReply *reply = redisCommandArgv(c, argc, argv, lens);
+    if (!reply) snprintf(why, whylen, "%s", c->errstr[0] ? c->errstr : "connection lost");
+    return reply;
+}
+
+static redisContext *connect_node(redis_store *r, node *n, char *why, size_t whylen) {
+    redisContext *c = redisConnectWithTimeout(n->host, n->port, tv_of(r->connect_timeout_ms));
+    if (!c || c->err) {
+        snprintf(why, whylen, "cannot connect to %.100s:%d: %.100s", n->host, n->port,
+                 c ? c->errstr : "out of memory");
+        if (c) redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv_of(r->timeout_ms));
+    if (r->db) {
+        char db[16];
+        int len = snprintf(db, sizeof db, "%d", r->db);
+        const char *argv[] = {"SELECT", db};
+        size_t lens[] = {6, (size_t)len};
+        redisReply *reply = run(c, 2, argv, lens, why, whylen);
+        int ok = reply && reply->type != REDIS_REPLY_ERROR;
+        if (reply && !ok) snprintf(why, whylen, "SELECT %d: %s", r->db, reply->str);
+        if (reply) freeReplyObject(reply);
+        if (!ok) {
+            redisFree(c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+/* A connection to n: an idle one, a new one, or (pool full) the next one
+ * given back. NULL with why when n is down. */
+static redisContext *take(redis_store *r, node *n, char *why, size_t whylen) {
+    pthread_mutex_lock(&n->mu);
+    for (;;) {
+        if (n->n_idle > 0) {
+            redisContext *c = n->idle[--n->n_idle];
+            pthread_mutex_unlock(&n->mu);
+            return c;
+        }
+        if (n->n_open < r->pool) break;
+        pthread_cond_wait(&n->freed, &n->mu);
+    }
+    if (n->failed && real_ms() < atomic_load(&n->retry_at_ms)) {
+        pthread_mutex_unlock(&n->mu);
+        snprintf(why, whylen, "%.100s:%d is down (retrying every %d ms)", n->host, n->port, RETRY_MS);
+        return NULL;
+    }
+    n->n_open++;
+    pthread_mutex_unlock(&n->mu);
+    redisContext *c = connect_node(r, n, why, whylen);
+    pthread_mutex_lock(&n->mu);
+    if (!c) {
+        n->n_open--;
+        n->failed = 1;
+        atomic_store(&n->retry_at_ms, real_ms() + RETRY_MS);
+        pthread_cond_signal(&n->freed);
+    } else if (n->failed) {
+        n->failed = 0;
+        atomic_fetch_add(&r->reconnects, 1);
+    }
+    pthread_mutex_unlock(&n->mu);
+    return c;
+}
+
+/* Gives c back to n's pool; broken: drop it (the node is then suspect). */
+static void give(node *n, redisContext *c, int broken) {
+    pthread_mutex_lock(&n->mu);
+    if (broken) {
+        redisFree(c);
+        n->n_open--;
+        n->failed = 1;
+        atomic_store(&n->retry_at_ms, real_ms() + RETRY_MS);
+    } else {
+        n->idle[n->n_idle++] = c;
+    }
+    pthread_cond_signal(&n->freed);
+    pthread_mutex_unlock(&n->mu);
+}
+
+/* ---- cluster: which node serves which slot ---- */
+
+static int node_index(redis_store *r, const char *host, size_t host_len, int port) {
+    int count = atomic_load(&r->n_nodes);
+    for (int i = 0; i < count; i++)
+        if (r->nodes[i]->port == port && strlen(r->nodes[i]->host) == host_len &&
+            !memcmp(r->nodes[i]->host, host, host_len))
+            return i;
+    pthread_mutex_lock(&r->nodes_mu);
+    count = atomic_load(&r->n_nodes);
+    int i;
+    for (i = 0; i < count; i++)
+        if (r->nodes[i]->port == port && strlen(r->nodes[i]->host) == host_len &&
+            !memcmp(r->nodes[i]->host, host, host_len))
+            break;
+    if (i == count) {
+        node *n = count < NODES_MAX ? node_new(host, host_len, port) : NULL;
+        if (!n) i = -1;
+        else {
+            r->nodes[count] = n;
+            atomic_store(&r->n_nodes, count + 1);
+        }
+    }
+    pthread_mutex_unlock(&r->nodes_mu);
+    return i;
+}
+
+/* Reads the slot map (CLUSTER SLOTS) from the first node that answers. */
+static int refresh_slots(redis_store *r, char *why, size_t whylen) {
+    int count = atomic_load(&r->n_nodes);
+    for (int i = 0; i < count; i++) {
+        node *n = r->nodes[i];
+        redisContext *c = take(r, n, why, whylen);
+        if (!c) continue;
+        const char *argv[] = {"CLUSTER", "SLOTS"};
+        size_t lens[] = {7, 5};
+        redisReply *reply = run(c, 2, argv, lens, why, whylen);
+        if (!reply || reply->type != REDIS_REPLY_ARRAY) {
+            if (reply) {
+                snprintf(why, whylen, "CLUSTER SLOTS: %s", reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+                freeReplyObject(reply);
+            }
+            give(n, c, reply == NULL);
+            continue;
+        }
+        for (size_t k = 0; k < reply->elements; k++) {
+            redisReply *e = reply->element[k];
+            if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) continue;
+            redisReply *master = e->element[2];
+            if (master->type != REDIS_REPLY_ARRAY || master->elements < 2) continue;
+            int at = node_index(r, master->element[0]->str, master->element[0]->len,
+                                (int)master->element[1]->integer);
+            if (at < 0) continue;
+            for (long long s = e->element[0]->integer; s <= e->element[1]->integer && s < 16384; s++)
+                atomic_store_explicit(&r->slots[s], (uint8_t)at, memory_order_relaxed);
+        }
+        freeReplyObject(reply);
+        give(n, c, 0);
+        return 0;
+    }
+    return -1;
+}
+
+/* "MOVED 3999 127.0.0.1:6381": the node index named, or -1. */
+static int redirect_target(redis_store *r, const char *err) {
+    const char *sp = strchr(err, ' ');
+    sp = sp ? strchr(sp + 1, ' ') : NULL;
+    if (!sp) return -1;
+    const char *colon = strrchr(sp + 1, ':');
+    if (!colon) return -1;
+    return node_index(r, sp + 1, (size_t)(colon - sp - 1), atoi(colon + 1));
+}
+
+/* ---- policies ---- */
+
+static int rpolicy_init(void *item, void *ctx) {
+    rpolicy *rp = item;
+    redis_store *r = ctx;
+    const sluice_policy *p = &rp->policy;
+    char text[SLUICE_POLICY_MAX_PARTS * 80];
+    sluice_policy_format(p, text, sizeof text);
+    for (size_t i = 0; i < p->n_parts; i++) {
+        const sluice__params *q = &p->params[i];
+        sluice_algorithm a = p->parts[i].algorithm;
+        int bucket = a == SLUICE_TOKEN_BUCKET || a == SLUICE_LEAKY_BUCKET;
+        /* the largest exact integers the script forms: 2*tau (buckets),
+         * 3*L*W (sliding window); everything else is far smaller */
+        __int128 need = bucket ? (__int128)q->tau : a == SLUICE_SLIDING_WINDOW ? (__int128)q->limit * q->window_ms : 0;
+        if (need > EXACT_MAX) {
+            char part[80];
+            sluice_config_format(&p->parts[i], part, sizeof part);
+            sluice__store_errf(&r->head,
+                               "policy %s part %zu (%s) needs exact integers beyond 2^53, more than "
+                               "Redis's Lua numbers hold: use a smaller limit or a shorter period",
+                               p->name, i, part);
+            return SLUICE_EINVAL;
+        }
+        snprintf(rp->args[4 * i], 24, "%d", (int)a);
+        snprintf(rp->args[4 * i + 1], 24, "%lld", (long long)q->limit);
+        snprintf(rp->args[4 * i + 2], 24, "%lld", (long long)(bucket ? q->p : q->window_ms));
+        snprintf(rp->args[4 * i + 3], 24, "%lld", (long long)(bucket ? q->r : 0));
+        rp->n_logs += a == SLUICE_SLIDING_LOG;
+    }
+    /* the configuration's fingerprint: a changed configuration under the
+     * same name is a new policy, with new names (sluice.h) */
+    uint64_t zero[2] = {0, 0};
+    uint64_t fp = sluice__siphash24(zero, text, strlen(text));
+    int len = snprintf(rp->name, sizeof rp->name, "%s{%s|%016llx|", r->prefix, p->name, (unsigned long long)fp);
+    rp->name_len = (size_t)len;
+    return 0;
+}
+
+/* ---- one decision ---- */
+
+typedef struct {
+    const char *argv[ARGS_MAX];
+    size_t lens[ARGS_MAX];
+    int argc;
+    char names[1 + SLUICE_POLICY_MAX_PARTS][NAME_MAX_BYTES + 8];
+    char now[24], cost[24], grace[24], numkeys[8];
+    unsigned slot;
+} call;
+
+static void build(redis_store *r, const rpolicy *rp, const void *key, size_t key_len, int64_t cost,
+                  int64_t now_ms, call *k) {
+    int n = 0;
+    k->argv[n] = "EVALSHA", k->lens[n++] = 7;
+    k->argv[n] = r->sha, k->lens[n++] = 40;
+    k->lens[n] = (size_t)snprintf(k->numkeys, sizeof k->numkeys, "%d", 1 + rp->n_logs);
+    k->argv[n++] = k->numkeys;
+    char *name = k->names[0];
+    size_t len = rp->name_len;
+    memcpy(name, rp->name, len);
+    len += (size_t)sprintf(name + len, "%zu:", key_len);
+    memcpy(name + len, key, key_len);
+    len += key_len;
+    name[len++] = '}';
+    k->slot = sluice__redis_slot(name, len);
+    k->argv[n] = name, k->lens[n++] = len;
+    for (size_t i = 0, logs = 0; i < rp->policy.n_parts; i++) {
+        if (rp->policy.parts[i].algorithm != SLUICE_SLIDING_LOG) continue;
+        char *log = k->names[++logs];
+        memcpy(log, name, len);
+        k->argv[n] = log, k->lens[n++] = len + (size_t)sprintf(log + len, ":%zu", i);
+    }
+    k->lens[n] = r->client_clock ? (size_t)snprintf(k->now, sizeof k->now, "%lld", (long long)now_ms) : 0;
+    k->argv[n++] = k->now;
+    k->lens[n] = (size_t)snprintf(k->cost, sizeof k->cost, "%lld", (long long)cost);
+    k->argv[n++] = k->cost;
+    k->lens[n] = (size_t)snprintf(k->grace, sizeof k->grace, "%lld", (long long)r->ttl_grace_ms);
+    k->argv[n++] = k->grace;
+    for (size_t i = 0; i < 4 * rp->policy.n_parts; i++) {
+        k->argv[n] = rp->args[i];
+        k->lens[n++] = strlen(rp->args[i]);
+    }
+    k->argc = n;
+}
+
+static int load_script(redisContext *c, char *why, size_t whylen) {
+    const char *argv[] = {"SCRIPT", "LOAD", sluice__redis_decide_lua};
+    size_t lens[] = {6, 4, strlen(sluice__redis_decide_lua)};
+    redisReply *reply = run(c, 3, argv, lens, why, whylen);
+    if (!reply) return -1;
+    int ok = reply->type == REDIS_REPLY_STRING;
+    if (!ok) snprintf(why, whylen, "SCRIPT LOAD: %s", reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
+    freeReplyObject(reply);
+    return ok ? 0 : 1;
+}
+
+/* Reads the script's reply into d: 0, or -1 with why. */
+static int read_decision(redisReply *reply, sluice_decision *d, char *why, size_t whylen) {
+    if (reply->type == REDIS_REPLY_ERROR) {
+        snprintf(why, whylen, "%s", reply->str);
+        return -1;
+    }
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 8) {
+        snprintf(why, whylen, "unexpected reply to the decision script");
+        return -1;
+    }
+    for (int i = 0; i < 8; i++)
+        if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
+            snprintf(why, whylen, "unexpected reply to the decision script");
+            return -1;
+        }
+    d->allowed = reply->element[0]->integer != 0;
+    d->enforced = true;
+    d->remaining = reply->element[1]->integer;
+    d->retry_after_ms = reply->element[2]->integer;
+    d->reset_ms = reply->element[3]->integer;
+    d->delay_ms = reply->element[4]->integer;
+    d->limit = reply->element[5]->integer;
+    d->part = (int32_t)reply->element[6]->integer;
+    return 0;
+}
+
+static node *node_for(redis_store *r, unsigned slot) {
+    return r->nodes[r->cluster ? atomic_load_explicit(&r->slots[slot], memory_order_relaxed) : 0];
+}
+
+/* Sends one call, following NOSCRIPT (load, again), MOVED (learn, again)
+ * and ASK (ASKING there, once); a broken connection in a cluster refreshes
+ * the slot map and tries once more. The reply, or NULL with why. */
+static redisReply *send_call(redis_store *r, call *k, char *why, size_t whylen) {
+    int ask = -1;
+    for (int attempt = 0; attempt < 5; attempt++) {
+        node *n = ask >= 0 ? r->nodes[ask] : node_for(r, k->slot);
+        redisContext *c = take(r, n, why, whylen);
+        if (!c) {
+            if (r->cluster && refresh_slots(r, why, whylen) == 0 && attempt < 2) continue;
+            return NULL;
+        }
+        if (ask >= 0) {
+            const char *argv[] = {"ASKING"};
+            size_t lens[] = {6};
+            redisReply *ok = run(c, 1, argv, lens, why, whylen);
+            if (ok) freeReplyObject(ok);
+            ask = -1;
+        }
+        redisReply *reply = run(c, k->argc, k->argv, k->lens, why, whylen);
+        if (!reply) {
+            give(n, c, 1);
+            if (r->cluster && refresh_slots(r, why, whylen) == 0 && attempt < 2) continue;
+            return NULL;
+        }
+        if (reply->type == REDIS_REPLY_ERROR && !strncmp(reply->str, "NOSCRIPT", 8)) {
+            freeReplyObject(reply);
+            int rc = load_script(c, why, whylen);
+            give(n, c, rc < 0);
+            if (rc) return NULL;
+            continue;
+        }
+        if (reply->type == REDIS_REPLY_ERROR &&
+            (!strncmp(reply->str, "MOVED ", 6) || !strncmp(reply->str, "ASK ", 4))) {
+            int moved = reply->str[0] == 'M';
+            int target = redirect_target(r, reply->str);
+            freeReplyObject(reply);
+            give(n, c, 0);
+            if (target < 0) {
+                snprintf(why, whylen, "cannot follow a cluster redirection");
+                return NULL;
+            }
+            if (moved) atomic_store_explicit(&r->slots[k->slot], (uint8_t)target, memory_order_relaxed);
+            else ask = target;
+            continue;
+        }
+        give(n, c, 0);
+        return reply;
+    }
+    snprintf(why, whylen, "too many redirections");
+    return NULL;
+}
+
+/* The server could not decide: what on_error says. */
+static int failed(redis_store *r, const char *why, sluice_decision *d) {
+    atomic_fetch_add(&r->failures, 1);
+    sluice__store_errf(&r->head, "redis: %s", why);
+    if (r->on_error == SLUICE_ON_ERROR_ERROR) return SLUICE_ESTORE;
+    memset(d, 0, sizeof *d);
+    d->allowed = r->on_error == SLUICE_ON_ERROR_ALLOW;
+    d->enforced = false;
+    d->retry_after_ms = d->allowed ? 0 : RETRY_MS;
+    return 0;
+}
+
+/* Store time, policy and arguments of one request: 0 or an error. */
+static int prepare(redis_store *r, const sluice_policy *p, const void *key, size_t key_len,
+                   int64_t cost, int64_t now_ms, call *k) {
+    unsigned id;
+    int rc = sluice__policy_set_id(&r->policies, &r->head, p, &id);
+    if (rc) return rc;
+    if (r->client_clock) {
+        if (now_ms > CLIENT_TIME_MAX_MS || now_ms < -CLIENT_TIME_MAX_MS) {
+            sluice__store_errf(&r->head, "reading %lld ms is outside +-2^50 ms, the range Redis's Lua "
+                                         "numbers hold exactly", (long long)now_ms);
+            return SLUICE_EINVAL;
+        }
+        int64_t high = atomic_load_explicit(&r->now_ms, memory_order_relaxed);
+        while (now_ms > high && !atomic_compare_exchange_weak(&r->now_ms, &high, now_ms)) {
+        }
+        if (now_ms < high) now_ms = high;
+    }
+    build(r, r->policies.items[id], key, key_len, cost, now_ms, k);
+    return 0;
+}
+
+static void count(redis_store *r, const sluice_decision *d) {
+    atomic_fetch_add_explicit(d->allowed ? &r->allowed : &r->denied, 1, memory_order_relaxed);
+}
+
+static int redis_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                            int64_t cost, int64_t now_ms, sluice_decision *d) {
+    redis_store *r = (redis_store *)s;
+    call k;
+    char why[256];
+    int rc = prepare(r, p, key, key_len, cost, now_ms, &k);
+    if (rc) return rc;
+    redisReply *reply = send_call(r, &k, why, sizeof why);
+    if (!reply) return failed(r, why, d);
+    rc = read_decision(reply, d, why, sizeof why);
+    freeReplyObject(reply);
+    if (rc) return failed(r, why, d);
+    count(r, d);
+    return 0;
+}
+
+/* A batch: per node, every call appended, then every reply read: one
+ * round trip per node. Calls that need more (NOSCRIPT, MOVED, a broken
+ * connection) are then sent one by one. */
+static void redis_acquire_many(sluice_store *s, const sluice_request *reqs, size_t n, int64_t now_ms,
+                               sluice_decision *out, int *results) {
+    redis_store *r = (redis_store *)s;
+    call *calls = malloc(n * sizeof *calls);
+    unsigned char *pending = calloc(n, 1);
+    if (!calls || !pending) {
+        for (size_t i = 0; i < n; i++)
+            if (results[i] == 0) results[i] = SLUICE_ENOMEM;
+        free(calls);
+        free(pending);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (results[i]) continue;
+        results[i] = prepare(r, reqs[i].policy, reqs[i].key, reqs[i].key_len, reqs[i].cost, now_ms, &calls[i]);
+        pending[i] = results[i] == 0;
+    }
+    char why[256];
+    int count_nodes = r->cluster ? atomic_load(&r->n_nodes) : 1;
+    for (int at = 0; at < count_nodes; at++) {
+        node *nd = r->nodes[at];
+        size_t sent = 0;
+        for (size_t i = 0; i < n; i++) sent += pending[i] && node_for(r, calls[i].slot) == nd;
+        if (!sent) continue;
+        redisContext *c = take(r, nd, why, sizeof why);
+        if (!c) continue; /* one by one below, where the failure is handled */
+        for (size_t i = 0; i < n; i++)
+            if (pending[i] && node_for(r, calls[i].slot) == nd)
+                redisAppendCommandArgv(c, calls[i].argc, calls[i].argv, calls[i].lens);
+        int broken = 0;
+        for (size_t i = 0; i < n && !broken; i++) {
+            if (!pending[i] || node_for(r, calls[i].slot) != nd) continue;
+            void *v = NULL;
+            if (redisGetReply(c, &v) != REDIS_OK || !v) {
+                broken = 1;
+                break;
+            }
+            redisReply *reply = v;
+            if (read_decision(reply, &out[i], why, sizeof why) == 0) {
+                count(r, &out[i]);
+                pending[i] = 0;
+            }
+            freeReplyObject(reply);
+        }
+        give(nd, c, broken);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!pending[i]) continue;
+        redisReply *reply = send_call(r, &calls[i], why, sizeof why);
+        if (!reply) {
+            results[i] = failed(r, why, &out[i]);
+            continue;
+        }
+        int rc = read_decision(reply, &out[i], why, sizeof why);
+        freeReplyObject(reply);
+        if (rc) results[i] = failed(r, why, &out[i]);
+        else count(r, &out[i]);
+    }
+    free(calls);
+    free(pending);
+}
+
+/* ---- the store ---- */
+
+static void redis_stats(sluice_store *s, sluice_store_stats *out) {
+    redis_store *r = (redis_store *)s;
+    out->capacity = -1; /* bounded by the server's maxmemory, and by expiry */
+    out->keys = 0;
+    int count_nodes = r->cluster ? atomic_load(&r->n_nodes) : 1;
+    for (int i = 0; i < count_nodes; i++) {
+        char why[256];
+        redisContext *c = take(r, r->nodes[i], why, sizeof why);
+        if (!c) {
+            out->keys = -1;
+            break;
+        }
+        const char *argv[] = {"DBSIZE"};
+        size_t lens[] = {6};
+        redisReply *reply = run(c, 1, argv, lens, why, sizeof why);
+        if (reply && reply->type == REDIS_REPLY_INTEGER && out->keys >= 0) out->keys += reply->integer;
+        if (reply) freeReplyObject(reply);
+        give(r->nodes[i], c, reply == NULL);
+    }
+    out->allowed = atomic_load(&r->allowed);
+    out->denied = atomic_load(&r->denied);
+    out->failures = atomic_load(&r->failures);
+    out->reconnects = atomic_load(&r->reconnects);
+}
+
+static void redis_close(sluice_store *s) {
+    redis_store *r = (redis_store *)s;
+    for (int i = 0; i < atomic_load(&r->n_nodes); i++) node_free(r->nodes[i]);
+    sluice__policy_set_free(&r->policies);
+    pthread_mutex_destroy(&r->nodes_mu);
+    free(r);
+}
+
+/* "host:port" (port default 6379) into a node; 0 or an error. */
+static int add_seed(redis_store *r, const char *text, size_t len, char *err, size_t errlen) {
+    const char *colon = memchr(text, ':', len);
+    size_t host_len = colon ? (size_t)(colon - text) : len;
+    long port = 6379;
+    if (colon) {
+        char digits[8] = {0};
+        size_t dl = len - host_len - 1;
+        if (dl == 0 || dl >= sizeof digits) port = -1;
+        else {
+            memcpy(digits, colon + 1, dl);
+            char *end;
+            port = strtol(digits, &end, 10);
+            if (*end) port = -1;
+        }
+    }
+    if (host_len == 0 || host_len >= 256 || port < 1 || port > 65535) {
+        sluice__errf(err, errlen, "store URL host \"%.*s\" is not HOST[:PORT]", (int)len, text);
+        return SLUICE_EINVAL;
+    }
+    if (node_index(r, text, host_len, (int)port) < 0) return SLUICE_ENOMEM;
+    return 0;
+}
+
+static int open_common(const sluice__url *url, const sluice__store_config *cfg, sluice_store **out,
+                       char *err, size_t errlen, int cluster) {
+    redis_store *r = calloc(1, sizeof *r);
+    if (!r) return SLUICE_ENOMEM;
+    r->cluster = cluster;
+    r->on_error = cfg->on_error;
+    r->connect_timeout_ms = cfg->connect_timeout_ms;
+    r->timeout_ms = cfg->timeout_ms;
+    r->pool = POOL_DEFAULT;
+    r->ttl_grace_ms = -1;
+    strcpy(r->prefix, "sluice:");
+    pthread_mutex_init(&r->nodes_mu, NULL);
+    r->policies.item_size = sizeof(rpolicy);
+    r->policies.init = rpolicy_init;
+    r->policies.ctx = r;
+    sluice__sha1_hex(sluice__redis_decide_lua, strlen(sluice__redis_decide_lua), r->sha);
+    int rc = 0;
+    /* //HOST:PORT[,HOST:PORT...][/DB] */
+    const char *path = url->path;
+    size_t plen = url->path_len;
+    if (plen < 2 || path[0] != '/' || path[1] != '/') {
+        sluice__errf(err, errlen, "store URL %s:%.*s: expected %s://HOST:PORT%s", url->scheme, (int)plen, path,
+                     url->scheme, cluster ? "[,HOST:PORT...]" : "[/DB]");
+        rc = SLUICE_EINVAL;
+        goto fail;
+    }
+    path += 2, plen -= 2;
+    const char *slash = memchr(path, '/', plen);
+    size_t hosts_len = slash ? (size_t)(slash - path) : plen;
+    if (slash) {
+        char *end;
+        char digits[16] = {0};
+        size_t dl = plen - hosts_len - 1;
+        long db = -1;
+        if (dl > 0 && dl < sizeof digits) {
+            memcpy(digits, slash + 1, dl);
+            db = strtol(digits, &end, 10);
+            if (*end) db = -1;
+        }
+        if (cluster || db < 0 || db > 1000000) {
+            sluice__errf(err, errlen, "store URL database \"%.*s\": %s", (int)dl, slash + 1,
+                         cluster ? "a cluster has only database 0" : "expected a number");
+            rc = SLUICE_EINVAL;
+            goto fail;
+        }
+        r->db = (int)db;
+    }
+    for (size_t at = 0; at < hosts_len && rc == 0;) {
+        const char *comma = memchr(path + at, ',', hosts_len - at);
+        size_t len = comma ? (size_t)(comma - path - at) : hosts_len - at;
+        if (!cluster && comma) {
+            sluice__errf(err, errlen, "store URL redis:// takes one host (use redis-cluster:// for several)");
+            rc = SLUICE_EINVAL;
+        } else {
+            rc = add_seed(r, path + at, len, err, errlen);
+        }
+        at += len + 1;
+    }
+    if (rc == 0 && atomic_load(&r->n_nodes) == 0) {
+        sluice__errf(err, errlen, "store URL names no host");
+        rc = SLUICE_EINVAL;
+    }
+    for (size_t i = 0; i < url->n_params && rc == 0; i++) {
+        int64_t v;
+        const char *val = url->params[i].value;
+        size_t vlen = url->params[i].value_len;
+        if (url->params[i].key_len == 0) continue; /* handled by store.c */
+        if (sluice__url_is(url, i, "pool")) {
+            rc = sluice__url_int(url, i, 1, POOL_MAX, &v, err, errlen);
+            r->pool = (int)v;
+        } else if (sluice__url_is(url, i, "ttl_grace_ms")) {
+            rc = sluice__url_int(url, i, 0, INT64_C(1) << 40, &v, err, errlen);
+            r->ttl_grace_ms = v;
+        } else if (sluice__url_is(url, i, "clock")) {
+            if (vlen == 6 && !memcmp(val, "server", 6)) r->client_clock = 0;
+            else if (vlen == 6 && !memcmp(val, "client", 6)) r->client_clock = 1;
+            else {
+                sluice__errf(err, errlen, "store URL parameter clock=%.*s: expected server or client", (int)vlen, val);
+                rc = SLUICE_EINVAL;
+            }
+        } else if (sluice__url_is(url, i, "prefix")) {
+            if (vlen >= sizeof r->prefix || memchr(val, '{', vlen) || memchr(val, '}', vlen)) {
+                sluice__errf(err, errlen, "store URL parameter prefix: at most %zu bytes, no braces",
+                             sizeof r->prefix - 1);
+                rc = SLUICE_EINVAL;
+            } else {
+                memcpy(r->prefix, val, vlen);
+                r->prefix[vlen] = 0;
+            }
+        } else {
+            sluice__errf(err, errlen, "store URL parameter \"%.*s\" is unknown (%s:// takes timeout_ms, "
+                         "connect_timeout_ms, on_error, clock, prefix, pool, ttl_grace_ms)",
+                         (int)url->params[i].key_len, url->params[i].key, url->scheme);
+            rc = SLUICE_EINVAL;
+        }
+    }
+    if (rc) goto fail;
+    if (r->ttl_grace_ms < 0) r->ttl_grace_ms = r->client_clock ? 60000 : 0;
+    if (cluster) {
+        char why[256];
+        if (refresh_slots(r, why, sizeof why) != 0) {
+            sluice__errf(err, errlen, "redis-cluster: no seed node answered CLUSTER SLOTS (%s)", why);
+            rc = SLUICE_ESTORE;
+            goto fail;
+        }
+    }
+    *out = &r->head;
+    return 0;
+fail:
+    redis_close(&r->head);
+    return rc;
+}
+
+static int redis_open(const sluice__url *url, const sluice__store_config *cfg, sluice_store **out,
+                      char *err, size_t errlen) {
+    return open_common(url, cfg, out, err, errlen, 0);
+}
+
+static int cluster_open(const sluice__url *url, const sluice__store_config *cfg, sluice_store **out,
+                        char *err, size_t errlen) {
+    return open_common(url, cfg, out, err, errlen, 1);
+}
+
+/* Found by store.c through weak references: exported, though internal. */
+__attribute__((visibility("default"))) const sluice__store_ops sluice_redis_store = {
+    .scheme = "redis",
+    .open = redis_open,
+    .acquire_at = redis_acquire_at,
+    .stats = redis_stats,
+    .close = redis_close,
+    .acquire_many = redis_acquire_many,
+};
+
+__attribute__((visibility("default"))) const sluice__store_ops sluice_redis_cluster_store = {
+    .scheme = "redis-cluster",
+    .open = cluster_open,
+    .acquire_at = redis_acquire_at,
+    .stats = redis_stats,
+    .close = redis_close,
+    .acquire_many = redis_acquire_many,
+};
