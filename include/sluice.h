@@ -402,6 +402,13 @@ SLUICE_EXTERN int sluice_store_acquire(sluice_store *s, const sluice_policy *p, 
 SLUICE_EXTERN int sluice_store_acquire_at(sluice_store *s, const sluice_policy *p, const void *key,
                                           size_t key_len, int64_t cost, int64_t now_ms,
                                           sluice_decision *out);
+/* Waits until the request is admitted, or returns SLUICE_ETIMEDOUT having
+ * consumed nothing, as sluice_acquire_wait does for one limiter: never past
+ * timeout_ms, and at once when the wait asked for is longer than what is
+ * left. Sleeps on the store's clock (a manual clock makes it instant). */
+SLUICE_EXTERN int sluice_store_acquire_wait(sluice_store *s, const sluice_policy *p, const void *key,
+                                            size_t key_len, int64_t cost, int64_t timeout_ms,
+                                            sluice_decision *out);
 /* One request of a batch. */
 typedef struct {
     const sluice_policy *policy;

@@ -248,6 +248,21 @@ int sluice_store_acquire_at(sluice_store *s, const sluice_policy *p, const void 
     return rc ? rc : s->ops->acquire_at(s, p, key, key_len, cost, now_ms, out);
 }
 
+int sluice_store_acquire_wait(sluice_store *s, const sluice_policy *p, const void *key,
+                              size_t key_len, int64_t cost, int64_t timeout_ms, sluice_decision *out) {
+    if (!s || !out || timeout_ms < 0) return SLUICE_EINVAL;
+    int64_t start_ms = sluice_clock_now_ms(s->clock);
+    int64_t deadline_ms = timeout_ms > SLUICE_TIME_MAX_MS - start_ms ? SLUICE_TIME_MAX_MS
+                                                                     : start_ms + timeout_ms;
+    for (int64_t now_ms = start_ms;; now_ms = sluice_clock_now_ms(s->clock)) {
+        if (now_ms > deadline_ms) return SLUICE_ETIMEDOUT; /* overslept: never admit late */
+        int rc = sluice_store_acquire_at(s, p, key, key_len, cost, now_ms, out);
+        if (rc || out->allowed) return rc;
+        if (out->retry_after_ms > deadline_ms - now_ms) return SLUICE_ETIMEDOUT;
+        sluice_clock_sleep_ms(s->clock, out->retry_after_ms);
+    }
+}
+
 int sluice_store_acquire_many(sluice_store *s, const sluice_request *reqs, size_t n,
                               sluice_decision *out, int *results) {
     if (!s || (n && (!reqs || !out || !results))) return SLUICE_EINVAL;
