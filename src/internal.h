@@ -255,6 +255,7 @@ typedef struct {
 /* Options, after the struct and then the URL have had their say. */
 typedef struct {
     int64_t max_keys;
+    int max_keys_given; /* by the options struct or the URL */
     sluice_on_full on_full;
     const sluice_clock *clock;
     sluice_on_error on_error;
@@ -317,6 +318,9 @@ int sluice__url_int(const sluice__url *url, size_t i, int64_t lo, int64_t hi, in
                     char *err, size_t errlen);
 /* Whether URL parameter i is named name. */
 int sluice__url_is(const sluice__url *url, size_t i, const char *name);
+
+/* ---- "store/shm.c" ---- */
+extern const sluice__store_ops sluice__shm_store;
 
 /* ---- "store/memory.c" ---- */
 extern const sluice__store_ops sluice__memory_store;

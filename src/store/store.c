@@ -16,6 +16,7 @@ extern const sluice__store_ops sluice_redis_cluster_store __attribute__((weak));
 
 static const sluice__store_ops *kind_named(const char *scheme) {
     if (strcmp(scheme, "memory") == 0) return &sluice__memory_store;
+    if (strcmp(scheme, "shm") == 0) return &sluice__shm_store;
     if (strcmp(scheme, "redis") == 0 && &sluice_redis_store) return &sluice_redis_store;
     if (strcmp(scheme, "redis-cluster") == 0 && &sluice_redis_cluster_store)
         return &sluice_redis_cluster_store;
@@ -114,6 +115,7 @@ static int read_options(const sluice_store_options *opts, sluice__url *url, slui
         memcpy(&o, opts, opts->size < sizeof o ? opts->size : sizeof o);
     }
     cfg->max_keys = o.max_keys ? o.max_keys : SLUICE_MAX_KEYS_DEFAULT;
+    cfg->max_keys_given = o.max_keys != 0;
     cfg->on_full = o.on_full;
     cfg->clock = o.clock ? o.clock : sluice_clock_monotonic();
     cfg->on_error = o.on_error;
@@ -141,6 +143,7 @@ static int read_options(const sluice_store_options *opts, sluice__url *url, slui
         if (sluice__url_is(url, i, "max_keys")) {
             int rc = sluice__url_int(url, i, 1, SLUICE_MAX_KEYS_MAX, &cfg->max_keys, err, errlen);
             if (rc) return rc;
+            cfg->max_keys_given = 1;
         } else if (sluice__url_is(url, i, "timeout_ms")) {
             int rc = sluice__url_int(url, i, 1, 3600000, &cfg->timeout_ms, err, errlen);
             if (rc) return rc;
@@ -196,7 +199,7 @@ int sluice_store_open_err(const char *url_text, const sluice_store_options *opts
                          "(pkg-config sluice-redis, or CMake sluice::sluice_redis)", url.scheme);
         else
             sluice__errf(err, errlen, "store URL scheme \"%s\" is unknown (expected memory:, "
-                         "redis:// or redis-cluster://)", url.scheme);
+                         "shm:PATH, redis:// or redis-cluster://)", url.scheme);
         return SLUICE_EINVAL;
     }
     rc = kind->open(&url, &cfg, out, err, errlen);

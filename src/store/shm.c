@@ -1,0 +1,572 @@
+/* store/shm.c: per-key state in a shared-memory file, for the processes of
+ * one host ("shm:PATH?max_keys=N&on_full=evict|refuse&key_bytes=K&state_bytes=S").
+ * Every process maps the file at its own address, so the layout has offsets
+ * and fixed-width fields only, never pointers (native byte order: the file
+ * belongs to one host):
+ *
+ *   0      header, 4096 bytes
+ *          +0   magic "SLUICEM1"          u8[8]
+ *          +8   layout version (1)         u32
+ *          +12  header bytes (4096)        u32
+ *          +16  slot bytes                 u32   (a multiple of 64)
+ *          +20  slots per bucket           u32
+ *          +24  buckets                    u64
+ *          +32  key bytes                  u32   (longest key a slot holds)
+ *          +36  state bytes                u32   (one state copy)
+ *          +40  hash seed                  u64[2]
+ *          +56  boot id                    char[40] (NUL-padded)
+ *          +96  store time: highest reading  atomic i64
+ *   4096   buckets, each: header (align64(64 + 4 * slots per bucket) bytes)
+ *          +0   lock: owner pid, 0 free    atomic u64
+ *          +8   bucket time                i64   (under the lock)
+ *          +16  allowed, denied, forgotten, evicted, refused   atomic u64 each
+ *          +64  tags, one per slot         u32   (a hint: 0 none)
+ *          then the slots, each:
+ *          +0   used: policy fingerprint, 0 free   u64 (written last)
+ *          +8   key hash                   u64
+ *          +16  fresh at: store ms at which the state is fresh again  i64
+ *          +24  last use (store ms)        i64
+ *          +32  key length                 u32
+ *          +36  current state copy (0/1)   u32
+ *          +40  key                        u8[key bytes]
+ *          then state copies 0 and 1, state bytes each (16-aligned); a
+ *          copy holds the parts' states one after the other: buckets
+ *          i128 TAT; fixed window i64 index, count; sliding window i64
+ *          index, prev, cur; sliding log u32 cap, head, len, pad, i64 base,
+ *          then cap entries of (i64 ms, i64 running total).
+ *
+ * Concurrency and crashes. A bucket's lock is a word holding its owner's
+ * pid, taken with compare-and-swap; a waiter that finds the owner dead (a
+ * process killed with SIGKILL) takes the lock over, so no crash leaves it
+ * held. Under the lock, an update writes the spare state copy, then its
+ * fresh-at time, then flips "current" with one aligned store: killed at any
+ * point, the slot holds either the old state or the new one, never a torn
+ * one. A new key is written completely before "used" is set; a key is
+ * dropped by clearing "used" first. So a crash leaks no slot and corrupts
+ * nothing, and at most the one interrupted request is admitted unused.
+ * (The atomics must be lock-free: process-local fallback locks would not
+ * work across processes; this is checked at compile time.)
+ *
+ * Room: a key lives in one bucket (by its hash). A new key in a full bucket
+ * first takes the place of a fresh key there (fresh at <= store time:
+ * forgetting it changes nothing), else on_full evicts the bucket's least
+ * recently used key, or refuses. Time is CLOCK_MONOTONIC, one clock for
+ * every process of the host; the store's time is the highest reading any
+ * process brought (never backwards), and the boot id detects a reboot, after
+ * which the file starts fresh. */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm needs lock-free 64-bit atomics");
+
+#define MAGIC "SLUICEM1"
+#define LAYOUT_VERSION 1
+#define HEADER_BYTES 4096
+#define BUCKET_SLOTS 16
+#define KEY_BYTES_DEFAULT 64
+#define STATE_BYTES_DEFAULT 128
+#define MAX_KEYS_DEFAULT 100000
+
+typedef struct {
+    char magic[8];
+    uint32_t version, header_bytes, slot_bytes, slots_per_bucket;
+    uint64_t buckets;
+    uint32_t key_bytes, state_bytes;
+    uint64_t seed[2];
+    char boot_id[40];
+    _Atomic int64_t now_ms;
+} file_header;
+
+typedef struct {
+    _Atomic uint64_t lock;
+    int64_t now_ms;
+    _Atomic uint64_t allowed, denied, forgotten, evicted, refused;
+    uint64_t pad;
+    uint32_t tags[];
+} bucket_header;
+
+typedef struct {
+    _Atomic uint64_t used;
+    uint64_t hash;
+    int64_t fresh_at_ms, last_use_ms;
+    uint32_t key_len;
+    _Atomic uint32_t current;
+    uint8_t key[];
+} slot;
+
+_Static_assert(sizeof(file_header) <= 128, "the header's fields fit their offsets");
+_Static_assert(offsetof(bucket_header, tags) == 64, "tags at +64");
+_Static_assert(offsetof(slot, key) == 40, "key at +40");
+
+/* What this process knows of a policy: its fingerprint in the file and
+ * where each part's state lies in a state copy. */
+typedef struct {
+    sluice_policy policy;
+    uint64_t fp;
+    uint32_t offset[SLUICE_POLICY_MAX_PARTS], log_cap[SLUICE_POLICY_MAX_PARTS];
+    uint32_t bytes;
+} spolicy;
+
+typedef struct {
+    struct sluice_store head;
+    uint8_t *map;
+    size_t map_bytes;
+    file_header *hdr;
+    uint64_t buckets;
+    uint32_t spb, slot_bytes, bucket_bytes, bucket_header_bytes, key_bytes, state_bytes;
+    uint32_t pid;
+    sluice_on_full on_full;
+    sluice__policy_set policies; /* items: spolicy */
+} shm_store;
+
+/* ---- the file's geometry ---- */
+
+static uint32_t align_up(uint32_t x, uint32_t a) {
+    return (x + a - 1) / a * a;
+}
+
+static bucket_header *bucket_at(const shm_store *m, uint64_t b) {
+    return (bucket_header *)(m->map + HEADER_BYTES + b * m->bucket_bytes);
+}
+
+static slot *slot_at(const shm_store *m, bucket_header *bh, uint32_t i) {
+    return (slot *)((uint8_t *)bh + m->bucket_header_bytes + (size_t)i * m->slot_bytes);
+}
+
+static uint8_t *copy_at(const shm_store *m, slot *sl, uint32_t which) {
+    return (uint8_t *)sl + align_up(40 + m->key_bytes, 16) + (size_t)which * m->state_bytes;
+}
+
+/* ---- the bucket lock: a pid, taken over from a dead owner ---- */
+
+static void bucket_lock(shm_store *m, bucket_header *bh) {
+    for (unsigned spins = 0;; spins++) {
+        uint64_t owner = 0;
+        if (atomic_compare_exchange_weak_explicit(&bh->lock, &owner, m->pid, memory_order_acquire,
+                                                  memory_order_relaxed))
+            return;
+        if (owner != 0 && owner != m->pid && spins % 64 == 63 && kill((pid_t)owner, 0) == -1 &&
+            errno == ESRCH &&
+            atomic_compare_exchange_strong_explicit(&bh->lock, &owner, m->pid, memory_order_acquire,
+                                                    memory_order_relaxed))
+            return; /* its owner died holding it: the slots are whole (see top) */
+        if (spins > 16) sched_yield();
+    }
+}
+
+static void bucket_unlock(bucket_header *bh) {
+    atomic_store_explicit(&bh->lock, 0, memory_order_release);
+}
+
+/* ---- policies ---- */
+
+static int spolicy_init(void *item, void *ctx) {
+    spolicy *sp = item;
+    shm_store *m = ctx;
+    const sluice_policy *p = &sp->policy;
+    char text[SLUICE_POLICY_MAX_PARTS * 80 + SLUICE_POLICY_NAME_MAX + 2];
+    int n = snprintf(text, sizeof text, "%s\n", p->name);
+    sluice_policy_format(p, text + n, sizeof text - (size_t)n);
+    uint64_t zero[2] = {0, 0};
+    sp->fp = sluice__siphash24(zero, text, strlen(text)) | 1; /* never 0: 0 is "free" */
+    uint32_t at = 0;
+    for (size_t i = 0; i < p->n_parts; i++) {
+        sp->offset[i] = at;
+        switch (p->parts[i].algorithm) {
+        case SLUICE_TOKEN_BUCKET:
+        case SLUICE_LEAKY_BUCKET:
+        case SLUICE_FIXED_WINDOW: at += 16; break;
+        case SLUICE_SLIDING_WINDOW: at += 24; break;
+        case SLUICE_SLIDING_LOG: {
+            int64_t need = p->params[i].limit < p->params[i].window_ms ? p->params[i].limit : p->params[i].window_ms;
+            uint64_t cap = 1;
+            while ((int64_t)cap < need) cap *= 2;
+            if (cap > m->state_bytes) cap = m->state_bytes; /* too big anyway: caught below */
+            sp->log_cap[i] = (uint32_t)cap;
+            at = align_up(at, 8) + 24 + (uint32_t)cap * 16;
+            break;
+        }
+        }
+    }
+    sp->bytes = at;
+    if (at > m->state_bytes) {
+        sluice__store_errf(&m->head, "policy %s needs %u bytes of state per key; this shm file's slots "
+                                     "hold %u (create the file with ?state_bytes=%u)",
+                           p->name, at, m->state_bytes, align_up(at, 16));
+        return SLUICE_EINVAL;
+    }
+    return 0;
+}
+
+/* A state copy <-> the algorithms' states. Logs point into the copy. */
+static void load_states(const spolicy *sp, uint8_t *copy, sluice__state *st) {
+    const sluice_policy *p = &sp->policy;
+    for (size_t i = 0; i < p->n_parts; i++) {
+        uint8_t *at = copy + sp->offset[i];
+        switch (p->parts[i].algorithm) {
+        case SLUICE_TOKEN_BUCKET:
+        case SLUICE_LEAKY_BUCKET: memcpy(&st[i].tat, at, 16); break;
+        case SLUICE_FIXED_WINDOW: memcpy(&st[i].fw, at, 16); break;
+        case SLUICE_SLIDING_WINDOW: memcpy(&st[i].sw, at, 24); break;
+        case SLUICE_SLIDING_LOG: {
+            uint32_t hdr[4];
+            memcpy(hdr, at, 16);
+            memcpy(&st[i].log.base, at + 16, 8);
+            st[i].log.cap = hdr[0];
+            st[i].log.head = hdr[1];
+            st[i].log.len = hdr[2];
+            st[i].log.e = (sluice__log_entry *)(at + 24);
+            break;
+        }
+        }
+    }
+}
+
+static void store_states(const spolicy *sp, uint8_t *copy, const sluice__state *st) {
+    const sluice_policy *p = &sp->policy;
+    for (size_t i = 0; i < p->n_parts; i++) {
+        uint8_t *at = copy + sp->offset[i];
+        switch (p->parts[i].algorithm) {
+        case SLUICE_TOKEN_BUCKET:
+        case SLUICE_LEAKY_BUCKET: memcpy(at, &st[i].tat, 16); break;
+        case SLUICE_FIXED_WINDOW: memcpy(at, &st[i].fw, 16); break;
+        case SLUICE_SLIDING_WINDOW: memcpy(at, &st[i].sw, 24); break;
+        case SLUICE_SLIDING_LOG: {
+            uint32_t hdr[4] = {st[i].log.cap, st[i].log.head, st[i].log.len, 0};
+            memcpy(at, hdr, 16);
+            memcpy(at + 16, &st[i].log.base, 8);
+            break; /* the entries were written in place */
+        }
+        }
+    }
+}
+
+static void fresh_states(const spolicy *sp, uint8_t *copy) {
+    const sluice_policy *p = &sp->policy;
+    sluice__state st[SLUICE_POLICY_MAX_PARTS];
+    memset(copy, 0, sp->bytes);
+    for (size_t i = 0; i < p->n_parts; i++) {
+        p->algo[i]->init(&p->params[i], &st[i]);
+        if (p->parts[i].algorithm == SLUICE_SLIDING_LOG) st[i].log.cap = sp->log_cap[i];
+    }
+    store_states(sp, copy, st);
+}
+
+/* ---- decisions ---- */
+
+static int mem_eq(const slot *sl, uint64_t fp, uint64_t h, const void *key, size_t len) {
+    return atomic_load_explicit(&sl->used, memory_order_relaxed) == fp && sl->hash == h &&
+           sl->key_len == len && memcmp(sl->key, key, len) == 0;
+}
+
+/* A slot for a new key in a full bucket, or NULL (refused). */
+static slot *make_room(shm_store *m, bucket_header *bh, int64_t now_ms) {
+    slot *lru = NULL;
+    for (uint32_t i = 0; i < m->spb; i++) {
+        slot *sl = slot_at(m, bh, i);
+        if (sl->fresh_at_ms <= now_ms) {
+            atomic_store_explicit(&sl->used, 0, memory_order_release);
+            bh->tags[i] = 0;
+            atomic_fetch_add_explicit(&bh->forgotten, 1, memory_order_relaxed);
+            return sl;
+        }
+        if (!lru || sl->last_use_ms < lru->last_use_ms) lru = sl;
+    }
+    if (m->on_full == SLUICE_ON_FULL_REFUSE) {
+        atomic_fetch_add_explicit(&bh->refused, 1, memory_order_relaxed);
+        return NULL;
+    }
+    atomic_store_explicit(&lru->used, 0, memory_order_release);
+    atomic_fetch_add_explicit(&bh->evicted, 1, memory_order_relaxed);
+    return lru;
+}
+
+static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t len,
+                          int64_t cost, int64_t now_ms, sluice_decision *d) {
+    shm_store *m = (shm_store *)s;
+    unsigned id;
+    int rc = sluice__policy_set_id(&m->policies, s, p, &id);
+    if (rc) return rc;
+    const spolicy *sp = m->policies.items[id];
+    if (len > m->key_bytes) {
+        sluice__store_errf(s, "key of %zu bytes: this shm file holds keys of up to %u bytes "
+                              "(create it with ?key_bytes=N)", len, m->key_bytes);
+        return SLUICE_EINVAL;
+    }
+    int64_t high = atomic_load_explicit(&m->hdr->now_ms, memory_order_relaxed);
+    while (now_ms > high && !atomic_compare_exchange_weak_explicit(&m->hdr->now_ms, &high, now_ms,
+                                                                   memory_order_relaxed, memory_order_relaxed)) {
+    }
+    if (now_ms < high) now_ms = high;
+    uint64_t k[2] = {m->hdr->seed[0] ^ sp->fp, m->hdr->seed[1]};
+    uint64_t h = sluice__siphash13(k, key, len);
+    uint32_t tag = (uint32_t)(h >> 32) | 1;
+    bucket_header *bh = bucket_at(m, h % m->buckets);
+    bucket_lock(m, bh);
+    if (now_ms < bh->now_ms) now_ms = bh->now_ms;
+    else bh->now_ms = now_ms;
+    slot *sl = NULL, *free_slot = NULL;
+    uint32_t free_i = 0;
+    for (uint32_t i = 0; i < m->spb && !sl; i++) {
+        slot *x = slot_at(m, bh, i);
+        if (bh->tags[i] == tag && mem_eq(x, sp->fp, h, key, len)) sl = x;
+        else if (!free_slot && atomic_load_explicit(&x->used, memory_order_relaxed) == 0) free_slot = x, free_i = i;
+    }
+    int is_new = sl == NULL;
+    if (is_new) {
+        if (!free_slot) {
+            free_slot = make_room(m, bh, now_ms);
+            if (!free_slot) {
+                bucket_unlock(bh);
+                sluice__store_errf(s, "shm store is full of keys that are not fresh (bucket of %u)", m->spb);
+                return SLUICE_EFULL;
+            }
+            free_i = (uint32_t)(((uint8_t *)free_slot - (uint8_t *)bh - m->bucket_header_bytes) / m->slot_bytes);
+        }
+        sl = free_slot;
+        /* write it whole, then the tag (a hint), then "used" */
+        sl->hash = h;
+        sl->key_len = (uint32_t)len;
+        memcpy(sl->key, key, len);
+        atomic_store_explicit(&sl->current, 0, memory_order_relaxed);
+        sl->fresh_at_ms = INT64_MIN;
+        sl->last_use_ms = now_ms;
+        fresh_states(sp, copy_at(m, sl, 0));
+        bh->tags[free_i] = tag;
+        atomic_store_explicit(&sl->used, sp->fp, memory_order_release);
+    }
+    /* decide on the spare copy; publish it by flipping "current" */
+    uint32_t cur = atomic_load_explicit(&sl->current, memory_order_relaxed) & 1;
+    uint8_t *from = copy_at(m, sl, cur), *spare = copy_at(m, sl, !cur);
+    memcpy(spare, from, sp->bytes);
+    sluice__state st[SLUICE_POLICY_MAX_PARTS];
+    load_states(sp, spare, st);
+    size_t g = 0;
+    rc = sluice__policy_decide(&sp->policy, st, now_ms, cost, d, &g);
+    if (rc == SLUICE__EGROW) { /* cannot happen: spolicy_init sized the logs */
+        bucket_unlock(bh);
+        sluice__store_errf(s, "sliding log full in shm slot");
+        return SLUICE_ESTORE;
+    }
+    if (d->allowed) {
+        store_states(sp, spare, st);
+        sl->fresh_at_ms = now_ms + d->reset_ms; /* before the flip: never early */
+        atomic_store_explicit(&sl->current, !cur, memory_order_release);
+        atomic_fetch_add_explicit(&bh->allowed, 1, memory_order_relaxed);
+    } else {
+        atomic_fetch_add_explicit(&bh->denied, 1, memory_order_relaxed);
+    }
+    sl->last_use_ms = now_ms;
+    bucket_unlock(bh);
+    return 0;
+}
+
+/* ---- the store ---- */
+
+static void shm_stats(sluice_store *s, sluice_store_stats *out) {
+    shm_store *m = (shm_store *)s;
+    out->capacity = (int64_t)(m->buckets * m->spb);
+    for (uint64_t b = 0; b < m->buckets; b++) {
+        bucket_header *bh = bucket_at(m, b);
+        for (uint32_t i = 0; i < m->spb; i++)
+            out->keys += atomic_load_explicit(&slot_at(m, bh, i)->used, memory_order_relaxed) != 0;
+        out->allowed += (int64_t)atomic_load_explicit(&bh->allowed, memory_order_relaxed);
+        out->denied += (int64_t)atomic_load_explicit(&bh->denied, memory_order_relaxed);
+        out->forgotten += (int64_t)atomic_load_explicit(&bh->forgotten, memory_order_relaxed);
+        out->evicted += (int64_t)atomic_load_explicit(&bh->evicted, memory_order_relaxed);
+        out->refused += (int64_t)atomic_load_explicit(&bh->refused, memory_order_relaxed);
+    }
+}
+
+static void shm_close(sluice_store *s) {
+    shm_store *m = (shm_store *)s;
+    if (m->map) munmap(m->map, m->map_bytes);
+    sluice__policy_set_free(&m->policies);
+    free(m);
+}
+
+static void read_boot_id(char out[40]) {
+    memset(out, 0, 40);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f) return;
+    if (fgets(out, 40, f)) out[strcspn(out, "\n")] = 0;
+    fclose(f);
+}
+
+/* Geometry from (max_keys, key_bytes, state_bytes). */
+static void geometry(shm_store *m, uint64_t max_keys) {
+    m->spb = max_keys <= 64 ? (uint32_t)max_keys : BUCKET_SLOTS;
+    m->buckets = (max_keys + m->spb - 1) / m->spb;
+    m->slot_bytes = align_up(align_up(40 + m->key_bytes, 16) + 2 * m->state_bytes, 64);
+    m->bucket_header_bytes = align_up(64 + 4 * m->spb, 64);
+    m->bucket_bytes = m->bucket_header_bytes + m->spb * m->slot_bytes;
+    m->map_bytes = HEADER_BYTES + (size_t)m->buckets * m->bucket_bytes;
+}
+
+static int shm_open_file(const sluice__url *url, const sluice__store_config *cfg, sluice_store **out,
+                         char *err, size_t errlen) {
+    char path[4096];
+    int64_t key_bytes = KEY_BYTES_DEFAULT, state_bytes = STATE_BYTES_DEFAULT;
+    int64_t max_keys = cfg->max_keys_given ? cfg->max_keys : MAX_KEYS_DEFAULT;
+    int explicit_geometry = cfg->max_keys_given;
+    if (url->path_len == 0 || url->path_len >= sizeof path) {
+        sluice__errf(err, errlen, "store URL shm:PATH needs a file path");
+        return SLUICE_EINVAL;
+    }
+    memcpy(path, url->path, url->path_len);
+    path[url->path_len] = 0;
+    for (size_t i = 0; i < url->n_params; i++) {
+        int rc = 0;
+        if (url->params[i].key_len == 0) continue; /* handled by store.c */
+        if (sluice__url_is(url, i, "key_bytes")) rc = sluice__url_int(url, i, 1, SLUICE_KEY_MAX, &key_bytes, err, errlen), explicit_geometry = 1;
+        else if (sluice__url_is(url, i, "state_bytes")) rc = sluice__url_int(url, i, 16, 1 << 20, &state_bytes, err, errlen), explicit_geometry = 1;
+        else {
+            sluice__errf(err, errlen, "store URL parameter \"%.*s\" is unknown (shm: takes max_keys, "
+                         "on_full, key_bytes, state_bytes)", (int)url->params[i].key_len, url->params[i].key);
+            rc = SLUICE_EINVAL;
+        }
+        if (rc) return rc;
+    }
+    shm_store *m = calloc(1, sizeof *m);
+    if (!m) return SLUICE_ENOMEM;
+    m->pid = (uint32_t)getpid();
+    m->policies.item_size = sizeof(spolicy);
+    m->policies.init = spolicy_init;
+    m->policies.ctx = m;
+    int rc = SLUICE_EINVAL;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        sluice__errf(err, errlen, "shm:%s: %s", path, strerror(errno));
+        free(m);
+        return SLUICE_EINVAL;
+    }
+    flock(fd, LOCK_EX); /* one opener at a time sets the file up */
+    struct stat st;
+    char boot[40];
+    read_boot_id(boot);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        sluice__errf(err, errlen, "shm:%s is not a regular file", path);
+        goto out;
+    }
+    if (st.st_uid != geteuid()) {
+        sluice__errf(err, errlen, "shm:%s belongs to uid %u, not to you (uid %u): refusing it", path,
+                     (unsigned)st.st_uid, (unsigned)geteuid());
+        goto out;
+    }
+    if (st.st_mode & 077) {
+        sluice__errf(err, errlen, "shm:%s is open to others (mode %04o): it must be 0600", path,
+                     (unsigned)(st.st_mode & 07777));
+        goto out;
+    }
+    file_header h;
+    memset(&h, 0, sizeof h);
+    int fresh = st.st_size == 0;
+    if (!fresh) {
+        if (st.st_size < (off_t)sizeof h || pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+            sluice__errf(err, errlen, "shm:%s is truncated (%lld bytes)", path, (long long)st.st_size);
+            goto out;
+        }
+        static const char zero[8];
+        if (memcmp(h.magic, zero, 8) == 0) {
+            fresh = 1; /* a set-up that never finished: start over */
+        } else if (memcmp(h.magic, MAGIC, 8) != 0) {
+            sluice__errf(err, errlen, "shm:%s is not a sluice shm file", path);
+            goto out;
+        } else if (h.version != LAYOUT_VERSION || h.header_bytes != HEADER_BYTES) {
+            sluice__errf(err, errlen, "shm:%s has layout version %u; this sluice reads version %d",
+                         path, h.version, LAYOUT_VERSION);
+            goto out;
+        }
+    }
+    if (fresh) {
+        m->key_bytes = (uint32_t)key_bytes;
+        m->state_bytes = align_up((uint32_t)state_bytes, 16);
+        geometry(m, (uint64_t)max_keys);
+        if (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)m->map_bytes) != 0) {
+            sluice__errf(err, errlen, "shm:%s: cannot size it to %zu bytes: %s", path, m->map_bytes, strerror(errno));
+            goto out;
+        }
+    } else {
+        m->key_bytes = h.key_bytes;
+        m->state_bytes = h.state_bytes;
+        geometry(m, h.buckets * h.slots_per_bucket);
+        if (h.slot_bytes != m->slot_bytes || h.slots_per_bucket != m->spb || h.buckets != m->buckets ||
+            (uint64_t)st.st_size != m->map_bytes) {
+            sluice__errf(err, errlen, "shm:%s is truncated or damaged (%lld bytes, its header says %zu)",
+                         path, (long long)st.st_size, m->map_bytes);
+            goto out;
+        }
+        shm_store want = {.key_bytes = (uint32_t)key_bytes, .state_bytes = align_up((uint32_t)state_bytes, 16)};
+        geometry(&want, (uint64_t)max_keys);
+        if (explicit_geometry && (want.buckets != m->buckets || want.spb != m->spb ||
+                                  want.key_bytes != m->key_bytes || want.state_bytes != m->state_bytes)) {
+            sluice__errf(err, errlen, "shm:%s was made with max_keys=%llu key_bytes=%u state_bytes=%u",
+                         path, (unsigned long long)(h.buckets * h.slots_per_bucket), h.key_bytes, h.state_bytes);
+            goto out;
+        }
+    }
+    m->map = mmap(NULL, m->map_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m->map == MAP_FAILED) {
+        m->map = NULL;
+        sluice__errf(err, errlen, "shm:%s: mmap: %s", path, strerror(errno));
+        rc = SLUICE_ENOMEM;
+        goto out;
+    }
+    m->hdr = (file_header *)m->map;
+    if (!fresh && strncmp(m->hdr->boot_id, boot, sizeof boot) != 0) {
+        /* the host rebooted: the states' times mean nothing now */
+        memset(m->map + HEADER_BYTES, 0, m->map_bytes - HEADER_BYTES);
+        memcpy(m->hdr->boot_id, boot, sizeof boot);
+        atomic_store(&m->hdr->now_ms, SLUICE_TIME_MIN_MS);
+    }
+    if (fresh) {
+        file_header *f = m->hdr;
+        f->version = LAYOUT_VERSION;
+        f->header_bytes = HEADER_BYTES;
+        f->slot_bytes = m->slot_bytes;
+        f->slots_per_bucket = m->spb;
+        f->buckets = m->buckets;
+        f->key_bytes = m->key_bytes;
+        f->state_bytes = m->state_bytes;
+        if (getrandom(f->seed, sizeof f->seed, 0) != (ssize_t)sizeof f->seed) {
+            f->seed[0] = (uint64_t)st.st_ino * UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)m->pid;
+            f->seed[1] = (uint64_t)sluice_clock_now_ms(NULL);
+        }
+        memcpy(f->boot_id, boot, sizeof boot);
+        atomic_store(&f->now_ms, SLUICE_TIME_MIN_MS);
+        msync(m->map, HEADER_BYTES, MS_SYNC);
+        memcpy(f->magic, MAGIC, 8); /* last: the file is set up */
+    }
+    m->on_full = cfg->on_full;
+    rc = 0;
+out:
+    flock(fd, LOCK_UN);
+    close(fd);
+    if (rc) {
+        shm_close(&m->head);
+        return rc;
+    }
+    *out = &m->head;
+    return 0;
+}
+
+const sluice__store_ops sluice__shm_store = {
+    .scheme = "shm",
+    .open = shm_open_file,
+    .acquire_at = shm_acquire_at,
+    .stats = shm_stats,
+    .close = shm_close,
+};
