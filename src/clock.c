@@ -116,3 +116,19 @@ void sluice_clock_free(sluice_clock *c) {
     if (!c || c->kind == CLOCK_KIND_MONOTONIC) return;
     free(c);
 }
+
+int sluice__wait(const sluice_clock *c, int64_t timeout_ms,
+                 int (*attempt)(void *ctx, int64_t now_ms, sluice_decision *d), void *ctx,
+                 sluice_decision *out) {
+    if (timeout_ms < 0) return SLUICE_EINVAL;
+    int64_t start_ms = sluice_clock_now_ms(c);
+    int64_t deadline_ms = timeout_ms > SLUICE_TIME_MAX_MS - start_ms ? SLUICE_TIME_MAX_MS
+                                                                     : start_ms + timeout_ms;
+    for (int64_t now_ms = start_ms;; now_ms = sluice_clock_now_ms(c)) {
+        if (now_ms > deadline_ms) return SLUICE_ETIMEDOUT; /* overslept: never admit late */
+        int rc = attempt(ctx, now_ms, out);
+        if (rc || out->allowed) return rc;
+        if (out->retry_after_ms > deadline_ms - now_ms) return SLUICE_ETIMEDOUT;
+        sluice_clock_sleep_ms(c, out->retry_after_ms);
+    }
+}

@@ -169,18 +169,20 @@ int sluice_acquire(sluice_limiter *l, int64_t cost, sluice_decision *out) {
     return sluice_acquire_at(l, cost, sluice_clock_now_ms(l->clock), out);
 }
 
+typedef struct {
+    sluice_limiter *l;
+    int64_t cost;
+} wait_ctx;
+
+static int wait_attempt(void *ctx, int64_t now_ms, sluice_decision *d) {
+    wait_ctx *w = ctx;
+    return sluice_acquire_at(w->l, w->cost, now_ms, d);
+}
+
 int sluice_acquire_wait(sluice_limiter *l, int64_t cost, int64_t timeout_ms, sluice_decision *out) {
-    if (!l || !out || timeout_ms < 0) return SLUICE_EINVAL;
-    int64_t start_ms = sluice_clock_now_ms(l->clock);
-    int64_t deadline_ms = timeout_ms > SLUICE_TIME_MAX_MS - start_ms ? SLUICE_TIME_MAX_MS
-                                                                     : start_ms + timeout_ms;
-    for (int64_t now_ms = start_ms;; now_ms = sluice_clock_now_ms(l->clock)) {
-        if (now_ms > deadline_ms) return SLUICE_ETIMEDOUT; /* overslept: never admit late */
-        int rc = sluice_acquire_at(l, cost, now_ms, out);
-        if (rc || out->allowed) return rc;
-        if (out->retry_after_ms > deadline_ms - now_ms) return SLUICE_ETIMEDOUT;
-        sluice_clock_sleep_ms(l->clock, out->retry_after_ms);
-    }
+    if (!l || !out) return SLUICE_EINVAL;
+    wait_ctx w = {l, cost};
+    return sluice__wait(l->clock, timeout_ms, wait_attempt, &w, out);
 }
 
 unsigned long sluice__limiter_contention(const sluice_limiter *l) {

@@ -251,19 +251,24 @@ int sluice_store_acquire_at(sluice_store *s, const sluice_policy *p, const void 
     return rc ? rc : s->ops->acquire_at(s, p, key, key_len, cost, now_ms, out);
 }
 
+typedef struct {
+    sluice_store *s;
+    const sluice_policy *p;
+    const void *key;
+    size_t key_len;
+    int64_t cost;
+} wait_ctx;
+
+static int wait_attempt(void *ctx, int64_t now_ms, sluice_decision *d) {
+    wait_ctx *w = ctx;
+    return sluice_store_acquire_at(w->s, w->p, w->key, w->key_len, w->cost, now_ms, d);
+}
+
 int sluice_store_acquire_wait(sluice_store *s, const sluice_policy *p, const void *key,
                               size_t key_len, int64_t cost, int64_t timeout_ms, sluice_decision *out) {
-    if (!s || !out || timeout_ms < 0) return SLUICE_EINVAL;
-    int64_t start_ms = sluice_clock_now_ms(s->clock);
-    int64_t deadline_ms = timeout_ms > SLUICE_TIME_MAX_MS - start_ms ? SLUICE_TIME_MAX_MS
-                                                                     : start_ms + timeout_ms;
-    for (int64_t now_ms = start_ms;; now_ms = sluice_clock_now_ms(s->clock)) {
-        if (now_ms > deadline_ms) return SLUICE_ETIMEDOUT; /* overslept: never admit late */
-        int rc = sluice_store_acquire_at(s, p, key, key_len, cost, now_ms, out);
-        if (rc || out->allowed) return rc;
-        if (out->retry_after_ms > deadline_ms - now_ms) return SLUICE_ETIMEDOUT;
-        sluice_clock_sleep_ms(s->clock, out->retry_after_ms);
-    }
+    if (!s || !out) return SLUICE_EINVAL;
+    wait_ctx w = {s, p, key, key_len, cost};
+    return sluice__wait(s->clock, timeout_ms, wait_attempt, &w, out);
 }
 
 int sluice_store_acquire_many(sluice_store *s, const sluice_request *reqs, size_t n,
