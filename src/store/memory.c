@@ -40,7 +40,7 @@
 
 #define INLINE_KEY 16
 #define SWEEP 64                /* entries looked at for fresh keys per new key */
-#define SHARD_KEYS_MIN 4096     /* fewer keys than twice this: one shard         */
+#define SHARD_KEYS_MIN 64       /* fewer keys than twice this: one shard         */
 #define SHARDS_MAX 64
 #define ENTRY_MAX ((1u << 24) - 2)
 
