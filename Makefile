@@ -47,6 +47,8 @@ build:
 
 run: build
 	./$(BUILD)/sluice demo
+	@echo
+	sh docs/cli-demo.sh ./$(BUILD)/sluice
 
 deps:
 	@missing=""; \

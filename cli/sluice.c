@@ -2,21 +2,26 @@
  *
  * One table of subcommands (name, one-line summary, function); main() looks
  * the first argument up in it. A subcommand gets argv starting at its own
- * name and returns the process exit status: 0 success, 1 failure, 2 usage
- * error. Adding one (check, run, pipe, stats) is a function and a
- * row in the table.
+ * name and returns the process exit status: 0 success, 1 failure (or a
+ * denial), 2 usage error. Adding one is a function and a row in the table.
  *
- * The tool needs no root, no files and no environment. */
-#define _POSIX_C_SOURCE 200809L /* pthread barriers */
+ * demo, simulate and version need no files and no environment. check, run,
+ * pipe and stats share limits between processes through a store: by default
+ * the per-user shared-memory file named by default_store_url() (which reads
+ * XDG_RUNTIME_DIR), or any store given with --store URL. */
+#define _POSIX_C_SOURCE 200809L /* pthread barriers, getline, nanosleep */
 #include <sluice.h>
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* ------------------------------------------------------------------------ */
 /* The subcommand table                                                      */
@@ -32,6 +37,10 @@ typedef struct {
 
 static int cmd_demo(int argc, char **argv);
 static int cmd_simulate(int argc, char **argv);
+static int cmd_check(int argc, char **argv);
+static int cmd_run(int argc, char **argv);
+static int cmd_pipe(int argc, char **argv);
+static int cmd_stats(int argc, char **argv);
 static int cmd_version(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
 
@@ -39,6 +48,10 @@ static const command commands[] = {
     {"demo", "replay the seed design's scenarios with sluice (deterministic)", cmd_demo},
     {"simulate", "replay a request trace (stdin) against a policy; see simulate --help",
      cmd_simulate},
+    {"check", "decide one request for KEY in a shared store; exit 0 allowed, 1 denied", cmd_check},
+    {"run", "acquire for KEY (waiting with --wait), then run a command", cmd_run},
+    {"pipe", "copy standard input to standard output at a policy's rate", cmd_pipe},
+    {"stats", "print a store's keys, capacity and counters", cmd_stats},
     {"version", "print the version", cmd_version},
     {"help", "show this help (also --help, -h)", cmd_help},
 };
@@ -501,10 +514,10 @@ static int simulate_parse_args(int argc, char **argv, simulate_args *a) {
     return 0;
 }
 
-/* Prints the parse error err of spec, and spec with a caret under the
- * position the message begins with ("at N: ..."). */
-static void simulate_bad_spec(const char *spec, const char *err) {
-    fprintf(stderr, "sluice simulate: bad SPEC: %s\n", err);
+/* Prints "WHAT: err" on stderr, and spec with a caret under the position the
+ * parse error err of spec begins with ("at N: ..."). */
+static void print_bad_spec(const char *what, const char *spec, const char *err) {
+    fprintf(stderr, "%s: %s\n", what, err);
     size_t pos;
     char *end;
     if (strncmp(err, "at ", 3) != 0) return;
@@ -550,7 +563,7 @@ static int cmd_simulate(int argc, char **argv) {
     char err[256];
     sluice_policy *policy = NULL;
     if (sluice_policy_parse("simulate", a.spec, &policy, err, sizeof err) != SLUICE_OK) {
-        simulate_bad_spec(a.spec, err);
+        print_bad_spec("sluice simulate: bad SPEC", a.spec, err);
         return 2;
     }
     sluice_clock *clk = sluice_clock_manual_new(0);
@@ -680,6 +693,866 @@ static int cmd_simulate(int argc, char **argv) {
     sluice_clock_free(clk);
     sluice_policy_free(policy);
     return status;
+}
+
+/* ------------------------------------------------------------------------ */
+/* check, run, pipe, stats: one limit shared by many processes              */
+/* ------------------------------------------------------------------------ */
+
+/* These four decide in a store that outlives each invocation: by default the
+ * per-user shared-memory file of default_store_url(), or any --store URL.
+ * The store knows a policy by its name and configuration, so every
+ * invocation that parses the same SPEC under the same name (CLI_POLICY_NAME
+ * unless --name) shares the same per-key states.
+ *
+ * Arguments are all checked (SPEC, name, cost, key, command) before the
+ * store is opened: a bad argument exits 2 and changes nothing. */
+
+#define CLI_POLICY_NAME "cli"
+#define CLI_URL_MAX 4096
+
+/* The store used without --store: shm:$XDG_RUNTIME_DIR/sluice.shm when
+ * XDG_RUNTIME_DIR is an absolute path to a directory (and has no '?', which
+ * would start the URL's parameters), else shm:/tmp/sluice-UID.shm. Written
+ * into buf; returns buf. */
+static const char *default_store_url(char *buf, size_t len) {
+    const char *dir = getenv("XDG_RUNTIME_DIR");
+    struct stat st;
+    if (dir && dir[0] == '/' && !strchr(dir, '?') && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+        size_t n = strlen(dir);
+        int w = snprintf(buf, len, "shm:%s%ssluice.shm", dir, dir[n - 1] == '/' ? "" : "/");
+        if (w > 0 && (size_t)w < len) return buf;
+    }
+    snprintf(buf, len, "shm:/tmp/sluice-%lu.shm", (unsigned long)getuid());
+    return buf;
+}
+
+/* ---- options ---- */
+
+enum {
+    OPT_POLICY = 1u << 0,
+    OPT_COST = 1u << 1,
+    OPT_JSON = 1u << 2,
+    OPT_NAME = 1u << 3,
+    OPT_STORE = 1u << 4,
+    OPT_WAIT = 1u << 5,
+    OPT_UNIT = 1u << 6,
+    OPT_KEY = 1u << 7,
+    OPT_MANUAL_CLOCK = 1u << 8,
+    OPT_TRACE_FILE = 1u << 9,
+};
+
+enum { ARG_NONE, ARG_REQUIRED, ARG_OPTIONAL /* only as --opt=VALUE */ };
+
+static const struct {
+    const char *name;
+    unsigned flag;
+    int arg;
+    const char *metavar;
+} cli_options[] = {
+    {"--policy", OPT_POLICY, ARG_REQUIRED, "SPEC"},
+    {"--cost", OPT_COST, ARG_REQUIRED, "N"},
+    {"--json", OPT_JSON, ARG_NONE, NULL},
+    {"--name", OPT_NAME, ARG_REQUIRED, "NAME"},
+    {"--store", OPT_STORE, ARG_REQUIRED, "URL"},
+    {"--wait", OPT_WAIT, ARG_OPTIONAL, "TIMEOUT"},
+    {"--unit", OPT_UNIT, ARG_REQUIRED, "lines|bytes"},
+    {"--key", OPT_KEY, ARG_REQUIRED, "KEY"},
+    /* Test-only, deliberately absent from --help and the man page:
+     *   --manual-clock START_MS  (check, run, pipe) the store gets a manual
+     *       clock starting at START_MS: every wait (retry, leaky-bucket
+     *       delay) advances it at once instead of sleeping, so tests check
+     *       exact pacing without sleeping. A shared store never runs its
+     *       time backwards: give each invocation a START_MS no lower than
+     *       the store has seen, or a fresh store, or waits never end.
+     *   --trace-file PATH  (pipe) writes one line "t=MS units=N" per
+     *       release: the clock's reading when N units (lines or bytes) were
+     *       released for writing. */
+    {"--manual-clock", OPT_MANUAL_CLOCK, ARG_REQUIRED, "START_MS"},
+    {"--trace-file", OPT_TRACE_FILE, ARG_REQUIRED, "PATH"},
+};
+#define N_CLI_OPTIONS (sizeof cli_options / sizeof cli_options[0])
+
+/* What one subcommand accepts. */
+typedef struct {
+    const char *name;  /* "check" */
+    const char *usage; /* "usage: sluice check ..." */
+    const char *help;  /* --help */
+    unsigned options;  /* OPT_* accepted */
+    int takes_key;     /* a positional KEY (or --key) is required */
+    int takes_command; /* "-- COMMAND [ARGS...]" ends the arguments */
+} cli_command;
+
+typedef struct {
+    const cli_command *cmd;
+    const char *key, *spec, *name, *store_url, *trace_path, *wait_text;
+    size_t key_len;
+    int64_t cost, wait_ms, manual_start_ms;
+    int json, wait, unit_bytes;
+    unsigned seen; /* OPT_* given */
+    char **command;
+} cli_args;
+
+static int cli_usage_error(const cli_command *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A message about the arguments, the usage line; returns 2. */
+static int cli_usage_error(const cli_command *c, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "sluice %s: ", c->name);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\n%s\n(see sluice %s --help)\n", c->usage, c->name);
+    return 2;
+}
+
+/* A duration as the policy syntax writes them (500ms, 2s, 1m, 1h, 1d; a
+ * unit alone is one of it) or a plain count of ms. 0, or -1 when malformed,
+ * -2 when too large. */
+static int parse_duration_ms(const char *s, int64_t *out) {
+    static const struct {
+        const char *unit;
+        int64_t ms;
+    } units[] = {{"", 1}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000}};
+    size_t n = strspn(s, "0123456789");
+    int64_t v = 1;
+    if (n == 0 && !*s) return -1;
+    int rc = n ? parse_int64(s, n, 0, &v) : 0;
+    if (rc) return rc;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(s + n, units[i].unit) != 0) continue;
+        if (v > INT64_MAX / units[i].ms) return -2;
+        *out = v * units[i].ms;
+        return 0;
+    }
+    return -1;
+}
+
+/* Applies option flag with value v (NULL when it has none). 0 or 2. */
+static int cli_set_option(cli_args *a, unsigned flag, const char *v) {
+    const cli_command *c = a->cmd;
+    int rc;
+    switch (flag) {
+    case OPT_POLICY:
+        a->spec = v;
+        break;
+    case OPT_COST:
+        rc = parse_int64(v, strlen(v), 0, &a->cost);
+        if (rc || a->cost < 1)
+            return cli_usage_error(c, "--cost '%s' is not a positive integer%s", v, rc == -2 ? " (too large)" : "");
+        break;
+    case OPT_JSON:
+        a->json = 1;
+        break;
+    case OPT_NAME:
+        a->name = v;
+        break;
+    case OPT_STORE:
+        if (!*v) return cli_usage_error(c, "--store needs a URL, e.g. shm:/tmp/limits.shm");
+        a->store_url = v;
+        break;
+    case OPT_WAIT:
+        a->wait = 1;
+        a->wait_text = v;
+        a->wait_ms = INT64_MAX; /* no limit: sluice_store_acquire_wait caps the deadline */
+        if (v && (rc = parse_duration_ms(v, &a->wait_ms)) != 0)
+            return cli_usage_error(c, "--wait=%s: %s", v,
+                                   rc == -2 ? "too large"
+                                            : "expected a duration such as 500ms, 2s, 1m, 1h, 1d, or a number of ms");
+        break;
+    case OPT_UNIT:
+        if (strcmp(v, "lines") == 0) a->unit_bytes = 0;
+        else if (strcmp(v, "bytes") == 0) a->unit_bytes = 1;
+        else return cli_usage_error(c, "--unit '%s': expected lines or bytes", v);
+        break;
+    case OPT_KEY:
+        a->key = v;
+        break;
+    case OPT_MANUAL_CLOCK:
+        rc = parse_int64(v, strlen(v), 1, &a->manual_start_ms);
+        if (rc || a->manual_start_ms < SLUICE_TIME_MIN_MS || a->manual_start_ms > SLUICE_TIME_MAX_MS)
+            return cli_usage_error(c, "--manual-clock '%s' is not a time in ms", v);
+        break;
+    case OPT_TRACE_FILE:
+        a->trace_path = v;
+        break;
+    }
+    return 0;
+}
+
+/* Parses argv (argv[0] is the subcommand's name). Options may come before or
+ * after KEY, as --opt VALUE or --opt=VALUE; "--" ends them (for run: what
+ * follows is the command). Returns -1 when --help was printed, else an exit
+ * status (0: go on). */
+static int cli_parse(const cli_command *c, int argc, char **argv, cli_args *a) {
+    int options = 1, key_positional = 0;
+    memset(a, 0, sizeof *a);
+    a->cmd = c;
+    a->name = CLI_POLICY_NAME;
+    a->cost = 1;
+    for (int i = 1; i < argc; i++) {
+        char *s = argv[i];
+        if (options && strcmp(s, "--") == 0) {
+            if (c->takes_command) {
+                a->command = argv + i + 1;
+                break;
+            }
+            options = 0;
+            continue;
+        }
+        if (options && s[0] == '-' && s[1] != 0) {
+            if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
+                fputs(c->help, stdout);
+                return -1;
+            }
+            const char *eq = strchr(s, '=');
+            size_t n = eq ? (size_t)(eq - s) : strlen(s), k;
+            for (k = 0; k < N_CLI_OPTIONS; k++)
+                if ((c->options & cli_options[k].flag) && strlen(cli_options[k].name) == n &&
+                    strncmp(cli_options[k].name, s, n) == 0)
+                    break;
+            if (k == N_CLI_OPTIONS) return cli_usage_error(c, "unknown option '%.*s'", (int)n, s);
+            const char *v = eq ? eq + 1 : NULL;
+            if (cli_options[k].arg == ARG_NONE && v)
+                return cli_usage_error(c, "option %s takes no value", cli_options[k].name);
+            if (cli_options[k].arg == ARG_REQUIRED && !v) {
+                if (i + 1 == argc)
+                    return cli_usage_error(c, "option %s needs a value (%s)", cli_options[k].name,
+                                           cli_options[k].metavar);
+                v = argv[++i];
+            }
+            if (a->seen & cli_options[k].flag)
+                return cli_usage_error(c, "option %s is given twice", cli_options[k].name);
+            if (cli_options[k].flag == OPT_KEY && key_positional)
+                return cli_usage_error(c, "KEY is given twice ('%s' and --key)", a->key);
+            a->seen |= cli_options[k].flag;
+            int rc = cli_set_option(a, cli_options[k].flag, v);
+            if (rc) return rc;
+        } else if (c->takes_key && !a->key) {
+            a->key = s;
+            key_positional = 1;
+        } else if (c->takes_key && (a->seen & OPT_KEY)) {
+            return cli_usage_error(c, "KEY is given twice (--key '%s' and '%s')", a->key, s);
+        } else if (c->takes_command) {
+            return cli_usage_error(c, "unexpected argument '%s'%s", s,
+                                   i > 1 && strcmp(argv[i - 1], "--wait") == 0
+                                       ? ": a timeout is written --wait=TIMEOUT, e.g. --wait=2s"
+                                       : ": the command comes after '--'");
+        } else {
+            return cli_usage_error(c, "unexpected argument '%s'%s", s,
+                                   c->takes_key ? " (one KEY only; quote SPEC as one argument)" : "");
+        }
+    }
+    if ((c->options & OPT_POLICY) && !a->spec)
+        return cli_usage_error(c, "missing --policy SPEC, e.g. --policy 'fixed-window limit=10 window=1m'");
+    if (c->takes_key && !a->key) return cli_usage_error(c, "missing KEY");
+    if (!a->key) a->key = "pipe"; /* pipe's default */
+    a->key_len = strlen(a->key);
+    if (a->key_len < 1 || a->key_len > SLUICE_KEY_MAX)
+        return cli_usage_error(c, "KEY is %zu bytes long: keys are 1..%d bytes", a->key_len, SLUICE_KEY_MAX);
+    if (c->takes_command && (!a->command || !a->command[0]))
+        return cli_usage_error(c, "missing COMMAND after '--'");
+    return 0;
+}
+
+/* ---- the policy, the clock and the store ---- */
+
+typedef struct {
+    sluice_policy *policy;
+    sluice_clock *manual; /* --manual-clock, else NULL */
+    const sluice_clock *clock;
+    sluice_store *store;
+    const char *url;
+    char url_buf[CLI_URL_MAX];
+} cli_session;
+
+/* Parses --name and --policy, and checks --cost against the policy. 0 or 2. */
+static int cli_open_policy(const cli_args *a, cli_session *s) {
+    char err[256], what[64];
+    sluice_policy *probe = NULL;
+    /* the name alone first, so that a bad name is not reported as a bad SPEC */
+    if (sluice_policy_parse(a->name, "fixed-window limit=1 window=1s", &probe, err, sizeof err) != SLUICE_OK) {
+        fprintf(stderr, "sluice %s: bad --name '%s': %s\n", a->cmd->name, a->name, err);
+        return 2;
+    }
+    sluice_policy_free(probe);
+    if (sluice_policy_parse(a->name, a->spec, &s->policy, err, sizeof err) != SLUICE_OK) {
+        snprintf(what, sizeof what, "sluice %s: bad --policy SPEC", a->cmd->name);
+        print_bad_spec(what, a->spec, err);
+        return 2;
+    }
+    if (a->cost > least_limit(s->policy)) {
+        fprintf(stderr, "sluice %s: --cost %" PRId64 " is above %" PRId64
+                ", the least limit of the policy: it can never be admitted\n",
+                a->cmd->name, a->cost, least_limit(s->policy));
+        return 2;
+    }
+    return 0;
+}
+
+/* Opens the store (and the manual clock when asked for). 0 or 2. */
+static int cli_open_store(const cli_args *a, cli_session *s) {
+    char err[256];
+    sluice_store_options opts = SLUICE_STORE_OPTIONS_INIT;
+    s->url = a->store_url ? a->store_url : default_store_url(s->url_buf, sizeof s->url_buf);
+    if (a->seen & OPT_MANUAL_CLOCK) {
+        if (!(s->manual = sluice_clock_manual_new(a->manual_start_ms))) {
+            fprintf(stderr, "sluice %s: out of memory\n", a->cmd->name);
+            return 2;
+        }
+        opts.clock = s->manual;
+    }
+    s->clock = s->manual ? s->manual : sluice_clock_monotonic();
+    int rc = sluice_store_open_err(s->url, &opts, &s->store, err, sizeof err);
+    if (rc != SLUICE_OK) {
+        fprintf(stderr, "sluice %s: store %s: %s\n", a->cmd->name, s->url, *err ? err : sluice_strerror(rc));
+        return 2;
+    }
+    return 0;
+}
+
+static void cli_close(cli_session *s) {
+    sluice_store_close(s->store);
+    sluice_clock_free(s->manual);
+    sluice_policy_free(s->policy);
+    memset(s, 0, sizeof *s);
+}
+
+/* Everything before the decision: 0, or the exit status (2) with the
+ * session closed. */
+static int cli_open(const cli_args *a, cli_session *s) {
+    memset(s, 0, sizeof *s);
+    int rc = cli_open_policy(a, s);
+    if (rc == 0) rc = cli_open_store(a, s);
+    if (rc) cli_close(s);
+    return rc;
+}
+
+/* A failed decision (not a denial), on stderr. */
+static void cli_decision_error(const cli_args *a, const cli_session *s, int rc) {
+    const char *msg = sluice_store_errmsg(s->store);
+    fprintf(stderr, "sluice %s: key ", a->cmd->name);
+    put_quoted(stderr, a->key, a->key_len);
+    fprintf(stderr, ": %s: %s\n", sluice_err_name(rc), *msg ? msg : sluice_strerror(rc));
+}
+
+static int policy_has_leaky_bucket(const sluice_policy *p) {
+    for (size_t i = 0; i < sluice_policy_n_parts(p); i++)
+        if (sluice_policy_part(p, i)->algorithm == SLUICE_LEAKY_BUCKET) return 1;
+    return 0;
+}
+
+/* ---- check ---- */
+
+#define CLI_POLICY_HELP                                                                      \
+    "  --policy SPEC    the limit (required), e.g. 'fixed-window limit=10 window=1m',\n"     \
+    "                   'token-bucket capacity=5 rate=1/s', 'gcra rate=100/s burst=20',\n"  \
+    "                   'leaky-bucket capacity=5 rate=10/s', 'sliding-window limit=10\n"     \
+    "                   window=1s', 'sliding-log limit=4 window=1m', or several\n"           \
+    "                   joined by ';' that must all admit (see man sluice)\n"
+#define CLI_NAME_HELP                                                                        \
+    "  --name NAME      the policy's name (default \"cli\"): 1..64 letters, digits and\n"   \
+    "                   \"-_.:\". A store knows a limit by its NAME and SPEC: every\n"       \
+    "                   invocation with the same NAME, SPEC and KEY shares one limit;\n"     \
+    "                   another NAME (or SPEC) keeps a separate one\n"
+#define CLI_STORE_HELP                                                                       \
+    "  --store URL      where the limits live. Default: the per-user shared-memory\n"        \
+    "                   file shm:$XDG_RUNTIME_DIR/sluice.shm, or shm:/tmp/sluice-UID.shm\n"  \
+    "                   when XDG_RUNTIME_DIR is unset (sluice stats prints which).\n"        \
+    "                   Others: shm:PATH[?max_keys=N], redis://HOST:PORT[/DB] for many\n"    \
+    "                   hosts; memory: lives and dies with one invocation\n"
+
+static const char check_help[] =
+    "usage: sluice check KEY --policy SPEC [--cost N] [--json] [--name NAME] [--store URL]\n"
+    "\n"
+    "Decides one request of cost N for KEY under the limit SPEC, in a store that\n"
+    "every process on this host shares, and prints the decision on stdout. An\n"
+    "allowed request is counted; a denied one changes nothing.\n"
+    "\n"
+    "output: one line\n"
+    "  allowed remaining=R reset_ms=Y\n"
+    "  denied retry_after_ms=X remaining=R reset_ms=Y\n"
+    "remaining: requests of cost 1 admitted now; retry_after_ms: the exact wait\n"
+    "after which this request is admitted (one ms less is still denied);\n"
+    "reset_ms: until the limit is fresh again. When SPEC has a leaky-bucket part,\n"
+    "the line ends with delay_ms=Z: how long an admitted request should wait\n"
+    "before it proceeds. \"enforced=false\" is added when a remote store failed\n"
+    "and admitted without counting (on_error=allow).\n"
+    "With --json, one JSON object with every field of the decision instead:\n"
+    "  {\"allowed\":true,\"remaining\":1,\"retry_after_ms\":0,\"reset_ms\":60000,\"delay_ms\":0,\n"
+    "   \"limit\":2,\"enforced\":true,\"part\":0}\n"
+    "\n"
+    "options:\n"
+    "  KEY, --key KEY   what is limited: 1..512 bytes (a user, a host, a job);\n"
+    "                   use --key for a KEY that begins with '-'\n"
+    CLI_POLICY_HELP
+    "  --cost N         what the request costs (default 1); a cost above the least\n"
+    "                   limit of SPEC can never be admitted: an error\n"
+    "  --json           print one JSON object\n"
+    CLI_NAME_HELP
+    CLI_STORE_HELP
+    "  -h, --help       this help\n"
+    "\n"
+    "exit status: 0 allowed, 1 denied, 2 error: a bad argument, SPEC, cost or\n"
+    "store URL (nothing is counted), or a store failure.\n"
+    "\n"
+    "example:\n"
+    "  $ sluice check backup --policy 'token-bucket capacity=2 rate=1/h'\n"
+    "  allowed remaining=1 reset_ms=3600000\n"
+    "  $ sluice check backup --policy 'token-bucket capacity=2 rate=1/h'\n"
+    "  allowed remaining=0 reset_ms=7200000\n"
+    "  $ sluice check backup --policy 'token-bucket capacity=2 rate=1/h' || echo later\n"
+    "  denied retry_after_ms=3600000 remaining=0 reset_ms=7200000\n"
+    "  later\n";
+
+static const cli_command check_command = {
+    "check", "usage: sluice check KEY --policy SPEC [--cost N] [--json] [--name NAME] [--store URL]",
+    check_help, OPT_POLICY | OPT_COST | OPT_JSON | OPT_NAME | OPT_STORE | OPT_KEY | OPT_MANUAL_CLOCK,
+    1, 0};
+
+static void print_decision_line(const sluice_decision *d, int show_delay) {
+    if (d->allowed)
+        printf("allowed remaining=%" PRId64 " reset_ms=%" PRId64, d->remaining, d->reset_ms);
+    else
+        printf("denied retry_after_ms=%" PRId64 " remaining=%" PRId64 " reset_ms=%" PRId64, d->retry_after_ms,
+               d->remaining, d->reset_ms);
+    if (show_delay && d->allowed) printf(" delay_ms=%" PRId64, d->delay_ms);
+    if (!d->enforced) printf(" enforced=false");
+    putchar('\n');
+}
+
+static void print_decision_json(const sluice_decision *d) {
+    printf("{\"allowed\":%s,\"remaining\":%" PRId64 ",\"retry_after_ms\":%" PRId64 ",\"reset_ms\":%" PRId64
+           ",\"delay_ms\":%" PRId64 ",\"limit\":%" PRId64 ",\"enforced\":%s,\"part\":%d}\n",
+           d->allowed ? "true" : "false", d->remaining, d->retry_after_ms, d->reset_ms, d->delay_ms, d->limit,
+           d->enforced ? "true" : "false", (int)d->part);
+}
+
+/* Flushes stdout; 0, or 1 with a message when writing failed. */
+static int finish_stdout(const char *cmd) {
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "sluice %s: writing standard output: %s\n", cmd, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+static int cmd_check(int argc, char **argv) {
+    cli_args a;
+    cli_session s;
+    sluice_decision d;
+    int status = cli_parse(&check_command, argc, argv, &a);
+    if (status) return status < 0 ? 0 : status;
+    if ((status = cli_open(&a, &s)) != 0) return status;
+    int rc = sluice_store_acquire(s.store, s.policy, a.key, a.key_len, a.cost, &d);
+    if (rc != SLUICE_OK) {
+        cli_decision_error(&a, &s, rc);
+        cli_close(&s);
+        return 2;
+    }
+    if (a.json) print_decision_json(&d);
+    else print_decision_line(&d, policy_has_leaky_bucket(s.policy));
+    cli_close(&s);
+    if (finish_stdout("check")) return 2;
+    return d.allowed ? 0 : 1;
+}
+
+/* ---- run ---- */
+
+static const char run_help[] =
+    "usage: sluice run KEY --policy SPEC [--wait[=TIMEOUT]] [--cost N] [--name NAME]\n"
+    "                  [--store URL] -- COMMAND [ARGS...]\n"
+    "\n"
+    "Takes one request of cost N for KEY under the limit SPEC (shared as with\n"
+    "sluice check), then runs COMMAND in its place (exec): COMMAND's exit status\n"
+    "is sluice's. Everything after '--' is the command.\n"
+    "\n"
+    "Without --wait, a denial runs nothing: sluice prints the retry time on\n"
+    "stderr and exits 1. With --wait it sleeps until the request is admitted;\n"
+    "with --wait=TIMEOUT at most TIMEOUT (500ms, 2s, 1m, 1h, 1d, or a number of\n"
+    "ms), and gives up at once (exit 1, the retry time on stderr) when the\n"
+    "limit's wait is longer than what is left of TIMEOUT. When SPEC has a\n"
+    "leaky-bucket part, an admitted request may come with a delay (delay_ms):\n"
+    "sluice sleeps that long before it runs COMMAND.\n"
+    "\n"
+    "COMMAND is looked up in PATH before the request is made: one that cannot be\n"
+    "found or run counts nothing.\n"
+    "\n"
+    "options:\n"
+    "  KEY, --key KEY   what is limited: 1..512 bytes\n"
+    CLI_POLICY_HELP
+    "  --wait           wait for as long as it takes\n"
+    "  --wait=TIMEOUT   wait at most TIMEOUT\n"
+    "  --cost N         what the request costs (default 1)\n"
+    CLI_NAME_HELP
+    CLI_STORE_HELP
+    "  -h, --help       this help\n"
+    "\n"
+    "exit status: COMMAND's own once it runs; 1 denied or timed out (COMMAND not\n"
+    "run); 2 error: a bad argument, SPEC, cost or store URL (nothing counted) or\n"
+    "a store failure; 126 COMMAND is not executable; 127 COMMAND is not found.\n"
+    "\n"
+    "example:\n"
+    "  $ sluice run nightly --policy 'fixed-window limit=1 window=1d' -- ./backup.sh\n"
+    "  $ sluice run api --policy 'gcra rate=5/s burst=1' --wait -- curl -s URL\n";
+
+static const cli_command run_command = {
+    "run",
+    "usage: sluice run KEY --policy SPEC [--wait[=TIMEOUT]] [--cost N] [--name NAME] [--store URL] -- "
+    "COMMAND [ARGS...]",
+    run_help, OPT_POLICY | OPT_COST | OPT_NAME | OPT_STORE | OPT_WAIT | OPT_KEY | OPT_MANUAL_CLOCK, 1, 1};
+
+/* Whether execvp(name) would find an executable file, searching PATH as it
+ * does: 0, or with a message 127 (not found) or 126 (found, not
+ * executable), the statuses shells use. */
+static int check_command_runs(const char *name) {
+    struct stat st;
+    char path[4096];
+    if (!*name) {
+        fprintf(stderr, "sluice run: the command name is empty\n");
+        return 127;
+    }
+    if (strchr(name, '/')) {
+        if (stat(name, &st) != 0) {
+            fprintf(stderr, "sluice run: %s: %s\n", name, strerror(errno));
+            return errno == ENOENT || errno == ENOTDIR ? 127 : 126;
+        }
+        if (S_ISDIR(st.st_mode) || access(name, X_OK) != 0) {
+            fprintf(stderr, "sluice run: %s: %s\n", name, S_ISDIR(st.st_mode) ? strerror(EISDIR) : strerror(EACCES));
+            return 126;
+        }
+        return 0;
+    }
+    const char *dirs = getenv("PATH");
+    int found_not_executable = 0;
+    if (!dirs) dirs = "/bin:/usr/bin"; /* execvp's default */
+    for (const char *p = dirs;;) {
+        const char *end = strchr(p, ':');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        int w = n ? snprintf(path, sizeof path, "%.*s/%s", (int)n, p, name)
+                  : snprintf(path, sizeof path, "%s", name); /* "" is the current directory */
+        if (w > 0 && (size_t)w < sizeof path && stat(path, &st) == 0 && !S_ISDIR(st.st_mode)) {
+            if (access(path, X_OK) == 0) return 0;
+            found_not_executable = 1;
+        }
+        if (!end) break;
+        p = end + 1;
+    }
+    if (found_not_executable) {
+        fprintf(stderr, "sluice run: %s: %s\n", name, strerror(EACCES));
+        return 126;
+    }
+    fprintf(stderr, "sluice run: %s: command not found\n", name);
+    return 127;
+}
+
+static int cmd_run(int argc, char **argv) {
+    cli_args a;
+    cli_session s;
+    sluice_decision d;
+    int status = cli_parse(&run_command, argc, argv, &a);
+    if (status) return status < 0 ? 0 : status;
+    /* everything that can be known to fail, before anything is counted */
+    memset(&s, 0, sizeof s);
+    if ((status = cli_open_policy(&a, &s)) != 0 || (status = check_command_runs(a.command[0])) != 0 ||
+        (status = cli_open_store(&a, &s)) != 0) {
+        cli_close(&s);
+        return status;
+    }
+
+    int rc = a.wait ? sluice_store_acquire_wait(s.store, s.policy, a.key, a.key_len, a.cost, a.wait_ms, &d)
+                    : sluice_store_acquire(s.store, s.policy, a.key, a.key_len, a.cost, &d);
+    if (rc == SLUICE_ETIMEDOUT || (rc == SLUICE_OK && !d.allowed)) {
+        fprintf(stderr, "sluice run: denied: retry after %" PRId64 " ms", d.retry_after_ms);
+        if (rc == SLUICE_ETIMEDOUT) fprintf(stderr, ", beyond the --wait=%s timeout", a.wait_text);
+        fprintf(stderr, " (key ");
+        put_quoted(stderr, a.key, a.key_len);
+        fprintf(stderr, "); %s not run\n", a.command[0]);
+        cli_close(&s);
+        return 1;
+    }
+    if (rc != SLUICE_OK) {
+        cli_decision_error(&a, &s, rc);
+        cli_close(&s);
+        return 2;
+    }
+    /* a leaky bucket admits with a delay: the request proceeds after it */
+    if (d.delay_ms > 0) sluice_clock_sleep_ms(s.clock, d.delay_ms);
+    cli_close(&s);
+    fflush(stdout);
+    execvp(a.command[0], a.command);
+    int e = errno;
+    fprintf(stderr, "sluice run: %s: %s\n", a.command[0], strerror(e));
+    return e == ENOENT || e == ENOTDIR ? 127 : 126;
+}
+
+/* ---- pipe ---- */
+
+static const char pipe_help[] =
+    "usage: sluice pipe --policy SPEC [--unit lines|bytes] [--key KEY] [--name NAME]\n"
+    "                   [--store URL]\n"
+    "\n"
+    "Copies standard input to standard output at the rate SPEC allows, blocking\n"
+    "as needed: nothing is lost, reordered or changed. Each unit is written only\n"
+    "once the store admits it:\n"
+    "  lines  (the default) one request of cost 1 per line, made when the line's\n"
+    "         first byte is read; a last line without a newline counts too\n"
+    "  bytes  requests of up to the least limit of SPEC bytes: all the bytes read\n"
+    "         so far when admitted, else as many as are admitted now, else sluice\n"
+    "         waits for the next byte\n"
+    "What is admitted is written before any wait. When SPEC has a leaky-bucket\n"
+    "part, an admitted unit is written after its delay (delay_ms). The state\n"
+    "lives in the store under KEY (default \"pipe\"): pipes, checks and runs with\n"
+    "the same KEY, NAME and SPEC share one rate.\n"
+    "\n"
+    "options:\n"
+    CLI_POLICY_HELP
+    "  --unit UNIT      lines (default) or bytes\n"
+    "  --key KEY        the key of the shared state (default \"pipe\")\n"
+    CLI_NAME_HELP
+    CLI_STORE_HELP
+    "  -h, --help       this help\n"
+    "\n"
+    "exit status: 0 at the end of the input; 1 reading, writing or the store\n"
+    "failed (what was admitted is written first); 2 a bad argument, SPEC or\n"
+    "store URL (nothing is read).\n"
+    "\n"
+    "example:\n"
+    "  $ tail -f app.log | grep ERROR | sluice pipe --policy 'token-bucket capacity=10 rate=1/m' | mail-each\n";
+
+static const cli_command pipe_command = {
+    "pipe", "usage: sluice pipe --policy SPEC [--unit lines|bytes] [--key KEY] [--name NAME] [--store URL]",
+    pipe_help,
+    OPT_POLICY | OPT_UNIT | OPT_KEY | OPT_NAME | OPT_STORE | OPT_MANUAL_CLOCK | OPT_TRACE_FILE, 0, 0};
+
+/* Waits until fd is ready for events (for descriptors in non-blocking mode). */
+static int wait_fd(int fd, short events) {
+    struct pollfd p = {fd, events, 0};
+    while (poll(&p, 1, -1) < 0)
+        if (errno != EINTR) return -1;
+    return 0;
+}
+
+/* Writes all of b[0..n): short writes and EINTR go on. 0, or -1 (errno). */
+static int write_all(int fd, const char *b, size_t n) {
+    while (n > 0) {
+        ssize_t k = write(fd, b, n);
+        if (k > 0) {
+            b += k;
+            n -= (size_t)k;
+        } else if (k < 0 && errno == EINTR) {
+            continue;
+        } else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            if (wait_fd(fd, POLLOUT)) return -1;
+        } else {
+            if (k == 0) errno = EIO;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Reads what is there, up to n bytes: the count, 0 at the end, -1 (errno). */
+static ssize_t read_some(int fd, char *b, size_t n) {
+    for (;;) {
+        ssize_t k = read(fd, b, n);
+        if (k >= 0) return k;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            if (wait_fd(fd, POLLIN)) return -1;
+        } else if (errno != EINTR) {
+            return -1;
+        }
+    }
+}
+
+enum { PIPE_BUF_SIZE = 65536 };
+
+/* The input buffer: buf[0..written) is out, buf[written..released) admitted
+ * and waiting to be written, buf[released..filled) read, not yet admitted. */
+typedef struct {
+    const cli_args *a;
+    cli_session *s;
+    FILE *trace;
+    int64_t least; /* the least limit of the policy: the largest cost */
+    char buf[PIPE_BUF_SIZE];
+    size_t written, released, filled;
+} pipe_state;
+
+/* Writes what is admitted. 0, or 1 with a message. */
+static int pipe_flush(pipe_state *ps) {
+    if (ps->released > ps->written && write_all(1, ps->buf + ps->written, ps->released - ps->written) != 0) {
+        fprintf(stderr, "sluice pipe: writing standard output: %s\n", strerror(errno));
+        return 1;
+    }
+    ps->written = ps->released;
+    return 0;
+}
+
+/* Admits `want` units, or with partial_ok at least one and at most want:
+ * *got of them. Blocks until then. 0, or 1 with a message. */
+static int pipe_admit(pipe_state *ps, int64_t want, int partial_ok, int64_t *got) {
+    const cli_args *a = ps->a;
+    cli_session *s = ps->s;
+    sluice_decision d;
+    int rc = sluice_store_acquire(s->store, s->policy, a->key, a->key_len, want, &d);
+    if (rc == SLUICE_OK && !d.allowed && partial_ok && d.remaining > 0 && d.remaining < want) {
+        want = d.remaining; /* what is admitted now */
+        rc = sluice_store_acquire(s->store, s->policy, a->key, a->key_len, want, &d);
+    }
+    if (rc == SLUICE_OK && !d.allowed) {
+        if (partial_ok) want = 1; /* the next byte, as soon as it may go */
+        if (pipe_flush(ps)) return 1;
+        rc = sluice_store_acquire_wait(s->store, s->policy, a->key, a->key_len, want, INT64_MAX, &d);
+    }
+    if (rc != SLUICE_OK) {
+        cli_decision_error(a, s, rc);
+        return 1;
+    }
+    if (d.delay_ms > 0) {
+        if (pipe_flush(ps)) return 1;
+        sluice_clock_sleep_ms(s->clock, d.delay_ms);
+    }
+    if (ps->trace) fprintf(ps->trace, "t=%" PRId64 " units=%" PRId64 "\n", sluice_clock_now_ms(s->clock), want);
+    *got = want;
+    return 0;
+}
+
+static int cmd_pipe(int argc, char **argv) {
+    cli_args a;
+    cli_session s;
+    int status = cli_parse(&pipe_command, argc, argv, &a);
+    if (status) return status < 0 ? 0 : status;
+    pipe_state *ps = calloc(1, sizeof *ps);
+    if (!ps) {
+        fprintf(stderr, "sluice pipe: out of memory\n");
+        return 1;
+    }
+    if (a.trace_path && !(ps->trace = fopen(a.trace_path, "w"))) {
+        fprintf(stderr, "sluice pipe: --trace-file %s: %s\n", a.trace_path, strerror(errno));
+        free(ps);
+        return 2;
+    }
+    if ((status = cli_open(&a, &s)) != 0) {
+        if (ps->trace) fclose(ps->trace);
+        free(ps);
+        return status;
+    }
+    ps->a = &a;
+    ps->s = &s;
+    ps->least = least_limit(s.policy);
+    int in_line = 0; /* lines: the line being copied is admitted */
+    while (status == 0) {
+        if (ps->released == ps->filled) {
+            if ((status = pipe_flush(ps)) != 0) break;
+            ssize_t n = read_some(0, ps->buf, sizeof ps->buf);
+            if (n < 0) {
+                fprintf(stderr, "sluice pipe: reading standard input: %s\n", strerror(errno));
+                status = 1;
+            }
+            if (n <= 0) break;
+            ps->written = ps->released = 0;
+            ps->filled = (size_t)n;
+        }
+        int64_t got;
+        if (a.unit_bytes) {
+            int64_t avail = (int64_t)(ps->filled - ps->released);
+            if ((status = pipe_admit(ps, avail < ps->least ? avail : ps->least, 1, &got)) != 0) break;
+            ps->released += (size_t)got;
+        } else {
+            if (!in_line && (status = pipe_admit(ps, 1, 0, &got)) != 0) break;
+            const char *nl = memchr(ps->buf + ps->released, '\n', ps->filled - ps->released);
+            in_line = nl == NULL;
+            ps->released = nl ? (size_t)(nl - ps->buf) + 1 : ps->filled;
+        }
+    }
+    if (pipe_flush(ps) && status == 0) status = 1; /* what was admitted goes out */
+    if (ps->trace && fclose(ps->trace) != 0 && status == 0) {
+        fprintf(stderr, "sluice pipe: --trace-file %s: %s\n", a.trace_path, strerror(errno));
+        status = 1;
+    }
+    cli_close(&s);
+    free(ps);
+    return status;
+}
+
+/* ---- stats ---- */
+
+static const char stats_help[] =
+    "usage: sluice stats [--store URL] [--json]\n"
+    "\n"
+    "Prints the store it reads, then its figures, one \"name: value\" per line:\n"
+    "  store       the store's URL (the default one unless --store)\n"
+    "  keys        keys held now\n"
+    "  capacity    the most keys it holds (max_keys)\n"
+    "  allowed     decisions that admitted\n"
+    "  denied      decisions that denied\n"
+    "  forgotten   keys back to their fresh state, dropped to make room (losslessly)\n"
+    "  evicted     keys not fresh, evicted to make room\n"
+    "  refused     new keys refused because the store was full (on_full=refuse)\n"
+    "  failures    remote stores: decisions the server failed\n"
+    "  reconnects  remote stores: connections made again after a failure\n"
+    "The counters are the store's own: for a shm: file, those of every process\n"
+    "that used it; for memory:, one invocation's (all zero).\n"
+    "\n"
+    "options:\n"
+    CLI_STORE_HELP
+    "  --json           one JSON object with the same fields\n"
+    "  -h, --help       this help\n"
+    "\n"
+    "exit status: 0; 1 writing failed; 2 a bad argument or store URL, or a store\n"
+    "failure.\n";
+
+static const cli_command stats_command = {"stats", "usage: sluice stats [--store URL] [--json]", stats_help,
+                                          OPT_STORE | OPT_JSON, 0, 0};
+
+/* s as a JSON string. */
+static void put_json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+static int cmd_stats(int argc, char **argv) {
+    cli_args a;
+    cli_session s;
+    sluice_store_stats st;
+    int status = cli_parse(&stats_command, argc, argv, &a);
+    if (status) return status < 0 ? 0 : status;
+    memset(&s, 0, sizeof s);
+    if ((status = cli_open_store(&a, &s)) != 0) {
+        cli_close(&s);
+        return status;
+    }
+    int rc = sluice_store_stats_get(s.store, &st);
+    if (rc != SLUICE_OK) {
+        fprintf(stderr, "sluice stats: store %s: %s\n", s.url, sluice_strerror(rc));
+        cli_close(&s);
+        return 2;
+    }
+    const struct {
+        const char *name;
+        int64_t value;
+    } rows[] = {{"keys", st.keys},           {"capacity", st.capacity}, {"allowed", st.allowed},
+                {"denied", st.denied},       {"forgotten", st.forgotten}, {"evicted", st.evicted},
+                {"refused", st.refused},     {"failures", st.failures}, {"reconnects", st.reconnects}};
+    if (a.json) {
+        fputs("{\"store\":", stdout);
+        put_json_string(stdout, s.url);
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+            printf(",\"%s\":%" PRId64, rows[i].name, rows[i].value);
+        fputs("}\n", stdout);
+    } else {
+        printf("store: %s\n", s.url);
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+            printf("%s: %" PRId64 "\n", rows[i].name, rows[i].value);
+    }
+    cli_close(&s);
+    return finish_stdout("stats");
 }
 
 /* ------------------------------------------------------------------------ */

@@ -331,8 +331,11 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  * parameters that wrote it.
  *
  * Time: a store's time never runs backwards. A reading below the highest one
- * the store has seen is taken as that highest reading. This is what lets a
- * store forget a fresh key without changing any later decision.
+ * the store has seen is decided as that highest reading, and the decision's
+ * waits (retry_after_ms, reset_ms, delay_ms, when not 0) then count from the
+ * reading given, so sleeping them on the caller's clock is exactly enough.
+ * This is what lets a store forget a fresh key without changing any later
+ * decision.
  *
  * Memory (memory:): at most max_keys keys are held (default 1,000,000). A key whose
  * state is equal to a fresh state is forgotten, losslessly, when room is

@@ -320,6 +320,25 @@ int sluice__policy_set_id(sluice__policy_set *set, const sluice_store *s, const 
                           unsigned *id);
 void sluice__policy_set_free(sluice__policy_set *set);
 
+/* Store time: raises *high to now_ms (atomically; written only when it
+ * grows) and returns the store's time, max(now_ms, *high). */
+static inline int64_t sluice__store_time(_Atomic int64_t *high, int64_t now_ms) {
+    int64_t h = atomic_load_explicit(high, memory_order_relaxed);
+    while (now_ms > h && !atomic_compare_exchange_weak_explicit(high, &h, now_ms, memory_order_relaxed,
+                                                                memory_order_relaxed)) {
+    }
+    return now_ms > h ? now_ms : h;
+}
+/* A decision made at store time, told from a reading lag_ms behind it: its
+ * waits are longer by the lag (zero stays zero), so that sleeping them on
+ * the caller's clock is exactly enough. */
+static inline void sluice__decision_lag(sluice_decision *d, int64_t lag_ms) {
+    if (lag_ms <= 0) return;
+    if (d->retry_after_ms) d->retry_after_ms += lag_ms;
+    if (d->reset_ms) d->reset_ms += lag_ms;
+    if (d->delay_ms) d->delay_ms += lag_ms;
+}
+
 /* Reads URL parameter i as an integer in lo..hi into *out, or explains. */
 int sluice__url_int(const sluice__url *url, size_t i, int64_t lo, int64_t hi, int64_t *out,
                     char *err, size_t errlen);

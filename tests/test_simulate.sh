@@ -322,23 +322,31 @@ EOF
 bad "decreasing time" 4 'time 500 is before 1000 \(line 2\)' 'token-bucket capacity=2 rate=1/s'
 
 # With --allow-backwards the store's time stands still at 1000 (the highest
-# so far): t=500 and t=400 decide exactly as t=1000 would.
-#  t=500 (as 1000): b=1000 admit, TAT=3000: remaining 0, reset 2000.
-#  t=400 (as 1000): b=2000 deny: retry 1000, reset 2000 (at a real t=400 the
-#                   backlog would be 2600 and the retry 1600).
+# so far): t=500 and t=400 decide as t=1000 would, and their waits count
+# from their own t, so that waiting them is exactly enough (sluice.h):
+#  t=500 (as 1000): b=1000 admit, TAT=3000: remaining 0, reset 2000 from
+#                   1000, so 2500 from t=500.
+#  t=400 (as 1000): b=2000 deny: retry 1000 and reset 2000 from 1000, so
+#                   1600 and 2600 from t=400.
 cat >"$tmp/want" <<'EOF'
 t=0 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
 t=1000 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
-t=500 key=a cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=0
-t=400 key=a cost=1 allowed=0 remaining=0 retry_after_ms=1000 reset_ms=2000 delay_ms=0
+t=500 key=a cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2500 delay_ms=0
+t=400 key=a cost=1 allowed=0 remaining=0 retry_after_ms=1600 reset_ms=2600 delay_ms=0
 EOF
 ok "--allow-backwards" 'token-bucket capacity=2 rate=1/s' --allow-backwards
-# ... and equal to the same trace with the times raised to the highest so far.
+# ... and equal to the same trace with the times raised to the highest so
+# far, once every wait is told as the instant it ends (t + wait).
 cp "$tmp/out" "$tmp/backwards"
 printf '0 a\n1000 a\n1000 a\n1000 a\n' >"$tmp/in"
 sim 'token-bucket capacity=2 rate=1/s'
-sed -e 's/^t=[0-9]* //' "$tmp/backwards" >"$tmp/b1"
-sed -e 's/^t=[0-9]* //' "$tmp/out" >"$tmp/b2"
+ends() { # the waits of each line as the instants they end
+    awk '{ split($1, t, "="); for (i = 2; i <= NF; i++) { split($i, kv, "=");
+             if ((kv[1] == "retry_after_ms" || kv[1] == "reset_ms") && kv[2] > 0) kv[2] += t[2];
+             printf "%s=%s ", kv[1], kv[2] } print "" }' "$1"
+}
+ends "$tmp/backwards" >"$tmp/b1"
+ends "$tmp/out" >"$tmp/b2"
 cmp -s "$tmp/b1" "$tmp/b2" || fail "--allow-backwards: decisions differ from those at the highest time so far"
 # The option may come first, and so may --store.
 printf '0 a\n1000 a\n500 a\n400 a\n' >"$tmp/in"

@@ -333,14 +333,9 @@ static int mem_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     registered *r = reg(m, pid);
     uint64_t h = key_hash(m, pid, key, len);
     shard *sh = &m->shards[m->shard_bits ? h >> (64 - m->shard_bits) : 0];
-    /* store time never runs backwards: the highest reading seen (written
-     * only when it grows, about once a ms) */
-    int64_t high = atomic_load_explicit(&m->now_ms, memory_order_relaxed);
-    while (now_ms > high &&
-           !atomic_compare_exchange_weak_explicit(&m->now_ms, &high, now_ms, memory_order_relaxed,
-                                                  memory_order_relaxed)) {
-    }
-    if (now_ms < high) now_ms = high;
+    /* store time never runs backwards: the highest reading seen */
+    int64_t reading_ms = now_ms;
+    now_ms = sluice__store_time(&m->now_ms, now_ms);
     sluice__lock_take(&sh->lock);
     /* and per shard, for readings that raced past each other above */
     if (now_ms < sh->now_ms) now_ms = sh->now_ms;
@@ -362,6 +357,7 @@ static int mem_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     }
     sluice__lock_give(&sh->lock);
     if (rc == SLUICE_ENOMEM) sluice__store_errf(s, "out of memory");
+    sluice__decision_lag(d, now_ms - reading_ms);
     return rc;
 }
 

@@ -306,11 +306,8 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
                               "(create it with ?key_bytes=N)", len, m->key_bytes);
         return SLUICE_EINVAL;
     }
-    int64_t high = atomic_load_explicit(&m->hdr->now_ms, memory_order_relaxed);
-    while (now_ms > high && !atomic_compare_exchange_weak_explicit(&m->hdr->now_ms, &high, now_ms,
-                                                                   memory_order_relaxed, memory_order_relaxed)) {
-    }
-    if (now_ms < high) now_ms = high;
+    int64_t reading_ms = now_ms;
+    now_ms = sluice__store_time(&m->hdr->now_ms, now_ms);
     uint64_t k[2] = {m->hdr->seed[0] ^ sp->fp, m->hdr->seed[1]};
     uint64_t h = sluice__siphash13(k, key, len);
     uint32_t tag = (uint32_t)(h >> 32) | 1;
@@ -371,6 +368,7 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     }
     sl->last_use_ms = now_ms;
     bucket_unlock(bh);
+    sluice__decision_lag(d, now_ms - reading_ms);
     return 0;
 }
 

@@ -325,6 +325,7 @@ typedef struct {
     char names[1 + SLUICE_POLICY_MAX_PARTS][NAME_MAX_BYTES + 8];
     char now[24], cost[24], grace[24], numkeys[8];
     unsigned slot;
+    int64_t reading_ms; /* clock=client: the caller's reading */
 } call;
 
 static void build(redis_store *r, const rpolicy *rp, const void *key, size_t key_len, int64_t cost,
@@ -373,8 +374,11 @@ static int load_script(redisContext *c, char *why, size_t whylen) {
     return ok ? 0 : 1;
 }
 
-/* Reads the script's reply into d: 0, or -1 with why. */
-static int read_decision(redisReply *reply, sluice_decision *d, char *why, size_t whylen) {
+/* Reads the script's reply into d: 0, or -1 with why. With the client's
+ * clock, waits count from the caller's reading (the script's element 8 is
+ * the time it decided at). */
+static int read_decision(const redis_store *r, const call *k, redisReply *reply, sluice_decision *d,
+                         char *why, size_t whylen) {
     if (reply->type == REDIS_REPLY_ERROR) {
         snprintf(why, whylen, "%s", reply->str);
         return -1;
@@ -396,6 +400,7 @@ static int read_decision(redisReply *reply, sluice_decision *d, char *why, size_
     d->delay_ms = reply->element[4]->integer;
     d->limit = reply->element[5]->integer;
     d->part = (int32_t)reply->element[6]->integer;
+    if (r->client_clock) sluice__decision_lag(d, reply->element[7]->integer - k->reading_ms);
     return 0;
 }
 
@@ -474,16 +479,14 @@ static int prepare(redis_store *r, const sluice_policy *p, const void *key, size
     unsigned id;
     int rc = sluice__policy_set_id(&r->policies, &r->head, p, &id);
     if (rc) return rc;
+    k->reading_ms = now_ms;
     if (r->client_clock) {
         if (now_ms > CLIENT_TIME_MAX_MS || now_ms < -CLIENT_TIME_MAX_MS) {
             sluice__store_errf(&r->head, "reading %lld ms is outside +-2^50 ms, the range Redis's Lua "
                                          "numbers hold exactly", (long long)now_ms);
             return SLUICE_EINVAL;
         }
-        int64_t high = atomic_load_explicit(&r->now_ms, memory_order_relaxed);
-        while (now_ms > high && !atomic_compare_exchange_weak(&r->now_ms, &high, now_ms)) {
-        }
-        if (now_ms < high) now_ms = high;
+        now_ms = sluice__store_time(&r->now_ms, now_ms);
     }
     build(r, r->policies.items[id], key, key_len, cost, now_ms, k);
     return 0;
@@ -502,7 +505,7 @@ static int redis_acquire_at(sluice_store *s, const sluice_policy *p, const void 
     if (rc) return rc;
     redisReply *reply = send_call(r, &k, why, sizeof why);
     if (!reply) return failed(r, why, d);
-    rc = read_decision(reply, d, why, sizeof why);
+    rc = read_decision(r, &k, reply, d, why, sizeof why);
     freeReplyObject(reply);
     if (rc) return failed(r, why, d);
     count(r, d);
@@ -550,7 +553,7 @@ static void redis_acquire_many(sluice_store *s, const sluice_request *reqs, size
                 break;
             }
             redisReply *reply = v;
-            if (read_decision(reply, &out[i], why, sizeof why) == 0) {
+            if (read_decision(r, &calls[i], reply, &out[i], why, sizeof why) == 0) {
                 count(r, &out[i]);
                 pending[i] = 0;
             }
@@ -565,7 +568,7 @@ static void redis_acquire_many(sluice_store *s, const sluice_request *reqs, size
             results[i] = failed(r, why, &out[i]);
             continue;
         }
-        int rc = read_decision(reply, &out[i], why, sizeof why);
+        int rc = read_decision(r, &calls[i], reply, &out[i], why, sizeof why);
         freeReplyObject(reply);
         if (rc) results[i] = failed(r, why, &out[i]);
         else count(r, &out[i]);

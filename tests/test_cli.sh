@@ -1,0 +1,470 @@
+#!/usr/bin/env bash
+# test_cli.sh: the subcommands that share limits between processes through a
+# store: `sluice check`, `run`, `pipe` and `stats`. Every invocation is a new
+# process on a shm: store file in a temporary directory, so the limits seen
+# here are shared exactly as scripts share them. Time never comes from the
+# wall clock where a value is checked: the hidden test-only option
+# --manual-clock START_MS gives the store a manual clock (waits advance it at
+# once), and `pipe --trace-file PATH` records every release as "t=MS units=N".
+# The expected values are worked out from docs/semantics.md in the comments.
+# ctest sets SLUICE_BIN (the built sluice) and SLUICE_SOURCE_DIR.
+set -u
+
+if [[ -z "${SLUICE_BIN:-}" || ! -x "${SLUICE_BIN}" ]]; then
+    echo "test_cli: SLUICE_BIN must name the built sluice binary (got '${SLUICE_BIN:-}')" >&2
+    exit 1
+fi
+src=${SLUICE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
+
+failures=0
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-cli.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+# The shm: store is what makes separate invocations share a limit.
+if ! "$SLUICE_BIN" check probe --policy 'fixed-window limit=1 window=1s' --store "shm:$tmp/probe.shm" \
+    >"$tmp/out" 2>"$tmp/err"; then
+    echo "test_cli: the shm: store does not work: $(cat "$tmp/out" "$tmp/err")" >&2
+    exit 1
+fi
+
+# sl ARGS...: runs sluice ARGS with no input; sets rc, $tmp/out, $tmp/err.
+sl() {
+    "$SLUICE_BIN" "$@" </dev/null >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+}
+
+# want NAME RC [LINE]: the last run exited RC and, when LINE is given,
+# printed exactly that one line on stdout.
+want() {
+    local name=$1 want_rc=$2
+    if [[ $rc -ne $want_rc ]]; then
+        fail "$name: exited $rc, want $want_rc; stderr: $(cat -v "$tmp/err")"
+    fi
+    if [[ $# -ge 3 ]] && [[ "$(cat "$tmp/out")" != "$3" || $(wc -l <"$tmp/out") -ne 1 ]]; then
+        fail "$name: stdout is '$(cat -v "$tmp/out")', want '$3'"
+    fi
+}
+
+# bad NAME PATTERN ARGS...: sluice ARGS exits 2, prints nothing on stdout,
+# and says what is wrong on stderr (matching the extended regex PATTERN).
+bad() {
+    local name=$1 pattern=$2
+    shift 2
+    sl "$@"
+    [[ $rc -eq 2 ]] || fail "$name: exited $rc, want 2"
+    [[ -s "$tmp/out" ]] && fail "$name: wrote to stdout: $(cat -v "$tmp/out")"
+    grep -Eq -- "$pattern" "$tmp/err" || fail "$name: stderr does not match /$pattern/: $(cat -v "$tmp/err")"
+}
+
+# json_ok NAME FILE: FILE holds exactly one JSON object on one line.
+if python3 -c 'import json' >/dev/null 2>&1; then
+    json_ok() {
+        [[ $(wc -l <"$2") -eq 1 ]] || fail "$1: $(wc -l <"$2") lines of JSON, want 1"
+        python3 -c 'import json,sys; d=json.load(sys.stdin); assert isinstance(d, dict)' <"$2" 2>/dev/null ||
+            fail "$1: not one JSON object: $(cat -v "$2")"
+    }
+else
+    json_ok() {
+        grep -Eqx '\{("[a-z_]+":(true|false|-?[0-9]+|"([^"\\]|\\.)*")(,|\}$))+' "$2" ||
+            fail "$1: not one JSON object: $(cat -v "$2")"
+    }
+fi
+
+# ---- help ------------------------------------------------------------------
+
+"$SLUICE_BIN" help >"$tmp/help"
+for cmd in check run pipe stats; do
+    grep -Eq "^  $cmd " "$tmp/help" || fail "sluice help does not list $cmd"
+    for flag in --help -h; do
+        sl "$cmd" "$flag"
+        want "$cmd $flag" 0
+        grep -q "^usage: sluice $cmd" "$tmp/out" || fail "$cmd $flag: no usage line on stdout"
+        [[ -s "$tmp/err" ]] && fail "$cmd $flag wrote to stderr: $(cat "$tmp/err")"
+        grep -Eq -- '--manual-clock|--trace-file' "$tmp/out" && fail "$cmd $flag shows a test-only option"
+    done
+done
+sl check --help
+for word in '--policy SPEC' '--cost N' '--json' '--name NAME' '--store URL' 'exit status'; do
+    grep -q -- "$word" "$tmp/out" || fail "check --help does not mention $word"
+done
+sl run --help
+grep -q -- '--wait=TIMEOUT' "$tmp/out" || fail "run --help does not mention --wait=TIMEOUT"
+sl pipe --help
+grep -q -- '--unit' "$tmp/out" || fail "pipe --help does not mention --unit"
+
+# ---- check: one limit across invocations --------------------------------------
+# fixed-window limit=2 window=1m: windows [0, 60000), [60000, 120000), ...
+#  t=0:     count 0 -> 1, remaining 1, reset 60000 - 0.
+#  t=0:     1 -> 2, remaining 0.
+#  t=0:     2 + 1 > 2: denied, retry at 60000, remaining 0, reset 60000.
+#  t=1000:  denied, retry 59000, reset 59000 (the JSON form).
+#  t=60000: a new window: 0 -> 1, remaining 1, reset 60000.
+S="shm:$tmp/check.shm"
+P='fixed-window limit=2 window=1m'
+sl check k --policy "$P" --store "$S" --manual-clock 0
+want "check 1" 0 "allowed remaining=1 reset_ms=60000"
+sl check --manual-clock 0 --store "$S" --policy "$P" k # options in any order
+want "check 2" 0 "allowed remaining=0 reset_ms=60000"
+sl check k --policy "$P" --store "$S" --manual-clock 0
+want "check 3" 1 "denied retry_after_ms=60000 remaining=0 reset_ms=60000"
+sl check k --policy "$P" --store "$S" --manual-clock 1000 --json
+want "check --json, denied" 1 \
+    '{"allowed":false,"remaining":0,"retry_after_ms":59000,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0}'
+json_ok "check --json, denied" "$tmp/out"
+[[ -s "$tmp/err" ]] && fail "check --json wrote to stderr: $(cat "$tmp/err")"
+# another name, another SPEC, another key: each a separate limit
+sl check k --policy "$P" --store "$S" --manual-clock 1000 --name other
+want "check --name other" 0 "allowed remaining=1 reset_ms=59000"
+sl check k --policy 'fixed-window limit=3 window=1m' --store "$S" --manual-clock 1000
+want "check, another SPEC" 0 "allowed remaining=2 reset_ms=59000"
+sl check k2 --policy "$P" --store "$S" --manual-clock 1000 --cost 2 --json
+want "check --cost 2 --json" 0 \
+    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0}'
+json_ok "check --cost 2 --json" "$tmp/out"
+sl check k --policy "$P" --store "$S" --manual-clock 60000
+want "check, next window" 0 "allowed remaining=1 reset_ms=60000"
+# a key that begins with '-': --key, or after "--"
+sl check --key -dash --policy "$P" --store "$S" --manual-clock 60000
+want "check --key -dash" 0 "allowed remaining=1 reset_ms=60000"
+sl check --policy "$P" --store "$S" --manual-clock 60000 -- -dash
+want "check -- -dash" 0 "allowed remaining=0 reset_ms=60000"
+
+# The real clock: the windows are aligned on CLOCK_MONOTONIC, so only the
+# shape of the line is known.
+sl check real --policy "$P" --store "shm:$tmp/real.shm"
+want "check, real clock" 0
+grep -Eqx 'allowed remaining=1 reset_ms=[0-9]+' "$tmp/out" || fail "check, real clock: '$(cat "$tmp/out")'"
+sl check real --policy "$P" --store "shm:$tmp/real.shm" --json
+want "check --json, real clock" 0
+json_ok "check --json, real clock" "$tmp/out"
+
+# Leaky bucket, capacity 2 at 1/s: the admitted request's delay is printed.
+#  t=0: b=0, delay 0; TAT 1000: remaining 1, reset 1000.
+#  t=0: b=1000, delay 1000; TAT 2000: remaining 0, reset 2000.
+#  t=0: b=2000: denied, retry 1000.
+# (a store of their own: a store's time is the highest reading it has seen,
+# and waits count from the reading, so an earlier clock would add to them)
+L='leaky-bucket capacity=2 rate=1/s'
+sl check q --policy "$L" --store "shm:$tmp/leaky.shm" --manual-clock 0
+want "leaky 1" 0 "allowed remaining=1 reset_ms=1000 delay_ms=0"
+sl check q --policy "$L" --store "shm:$tmp/leaky.shm" --manual-clock 0 --json
+want "leaky 2" 0 \
+    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":2000,"delay_ms":1000,"limit":2,"enforced":true,"part":0}'
+sl check q --policy "$L" --store "shm:$tmp/leaky.shm" --manual-clock 0
+want "leaky 3" 1 "denied retry_after_ms=1000 remaining=0 reset_ms=2000"
+
+# The default store: shm:$XDG_RUNTIME_DIR/sluice.shm.
+mkdir "$tmp/xdg" && chmod 700 "$tmp/xdg"
+XDG_RUNTIME_DIR=$tmp/xdg "$SLUICE_BIN" check d --policy "$P" --manual-clock 0 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+want "check, default store" 0 "allowed remaining=1 reset_ms=60000"
+[[ -f "$tmp/xdg/sluice.shm" ]] || fail "check did not use \$XDG_RUNTIME_DIR/sluice.shm"
+XDG_RUNTIME_DIR=$tmp/xdg "$SLUICE_BIN" check d --policy "$P" --manual-clock 0 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+want "check, default store again" 0 "allowed remaining=0 reset_ms=60000"
+
+# ---- check: bad arguments exit 2 and change nothing ------------------------
+# None of these may even create the store file.
+B="shm:$tmp/bad.shm"
+bad "check, no arguments" 'missing --policy' check
+bad "check, no KEY" 'missing KEY' check --policy "$P" --store "$B"
+bad "check, no SPEC" 'missing --policy' check k --store "$B"
+bad "check, bad SPEC" 'bad --policy SPEC: .*limit' check k --policy 'fixed-window limit=0 window=1m' --store "$B"
+bad "check, unknown parameter" 'bad --policy SPEC' check k --policy 'fixed-window limt=2 window=1m' --store "$B"
+grep -q '\^' "$tmp/err" || fail "check, unknown parameter: no caret under the position: $(cat "$tmp/err")"
+bad "check, unknown algorithm" 'bad --policy SPEC' check k --policy 'no-such-bucket limit=2' --store "$B"
+bad "check, cost 0" "--cost '0' is not a positive integer" check k --policy "$P" --store "$B" --cost 0
+bad "check, cost abc" "--cost 'abc'" check k --policy "$P" --store "$B" --cost abc
+bad "check, cost above the limit" '--cost 3 is above 2' check k --policy "$P" --store "$B" --cost 3
+bad "check, huge cost" 'too large' check k --policy "$P" --store "$B" --cost 99999999999999999999
+bad "check, unknown option" "unknown option '--frob'" check k --policy "$P" --store "$B" --frob
+bad "check, option of another command" "unknown option '--wait'" check k --policy "$P" --store "$B" --wait
+bad "check, option twice" '--policy is given twice' check k --policy "$P" --policy "$P" --store "$B"
+bad "check, --json=1" '--json takes no value' check k --policy "$P" --store "$B" --json=1
+bad "check, --policy without SPEC" '--policy needs a value' check k --store "$B" --policy
+bad "check, two keys" "unexpected argument 'k2'" check k k2 --policy "$P" --store "$B"
+bad "check, KEY and --key" 'KEY is given twice' check k --key k2 --policy "$P" --store "$B"
+bad "check, empty KEY" 'KEY is 0 bytes' check '' --policy "$P" --store "$B"
+bad "check, long KEY" 'KEY is 513 bytes' check "$(printf 'k%.0s' $(seq 513))" --policy "$P" --store "$B"
+bad "check, bad --name" "bad --name 'a b'" check k --policy "$P" --store "$B" --name 'a b'
+bad "check, bad --manual-clock" "--manual-clock 'x'" check k --policy "$P" --store "$B" --manual-clock x
+bad "check, empty --store" '--store needs a URL' check k --policy "$P" --store ''
+[[ -e "$tmp/bad.shm" ]] && fail "bad arguments created the store file"
+bad "check, unknown store" 'store nosuch:x: .*scheme' check k --policy "$P" --store 'nosuch:x'
+bad "check, bad store parameter" 'max_keys' check k --policy "$P" --store "shm:$tmp/bad.shm?max_keys=0"
+bad "check, store in a missing directory" "shm:$tmp/no/such/dir" check k --policy "$P" --store "shm:$tmp/no/such/dir/s.shm"
+# Bad arguments against a store in use: its state is untouched. The key "k"
+# of check.shm stands at 1 of 2 in the window of t=60000.
+bad "check, cost above the limit (used store)" 'above' check k --policy "$P" --store "$S" --cost 3 --manual-clock 60000
+bad "check, bad option (used store)" 'unknown option' check k --policy "$P" --store "$S" --bogus --manual-clock 60000
+sl check k --policy "$P" --store "$S" --manual-clock 60000
+want "check after bad arguments" 0 "allowed remaining=0 reset_ms=60000"
+
+# ---- stats -------------------------------------------------------------------
+# check.shm: decisions so far (the bad ones never reached it): fixed window
+# allowed 9 (k x4, k --name other, k limit=3, k2, -dash x2), denied 2 (k x2)
+# (the leaky bucket had a file of its own). Keys, one per (policy, key):
+# (P, k) (other, k) (limit=3, k) (P, k2) (P, -dash): 5.
+sl stats --store "$S"
+want "stats" 0
+for line in "store: $S" 'keys: 5' 'capacity: [0-9]+' 'allowed: 9' 'denied: 2' 'forgotten: [0-9]+' \
+    'evicted: 0' 'refused: 0' 'failures: 0' 'reconnects: 0'; do
+    grep -Eqx -- "$line" "$tmp/out" || fail "stats: no line /$line/ in: $(tr '\n' '|' <"$tmp/out")"
+done
+[[ $(wc -l <"$tmp/out") -eq 10 ]] || fail "stats: $(wc -l <"$tmp/out") lines, want 10"
+sl stats --store "$S" --json
+want "stats --json" 0
+json_ok "stats --json" "$tmp/out"
+for field in store keys capacity allowed denied forgotten evicted refused failures reconnects; do
+    grep -q "\"$field\":" "$tmp/out" || fail "stats --json has no $field: $(cat "$tmp/out")"
+done
+grep -q '"allowed":9,' "$tmp/out" || fail "stats --json: allowed is not 9: $(cat "$tmp/out")"
+sl stats --store 'memory:?max_keys=7'
+want "stats memory:" 0
+grep -qx 'capacity: 7' "$tmp/out" || fail "stats memory: capacity is not 7"
+XDG_RUNTIME_DIR=$tmp/xdg "$SLUICE_BIN" stats >"$tmp/out" 2>"$tmp/err"
+rc=$?
+want "stats, default store" 0
+grep -qx "store: shm:$tmp/xdg/sluice.shm" "$tmp/out" || fail "stats, default store: $(head -1 "$tmp/out")"
+grep -qx "allowed: 2" "$tmp/out" || fail "stats, default store: not the store check used"
+# Without XDG_RUNTIME_DIR (or when it is not a directory): a per-user file in
+# /tmp. Opening it creates it: remove it again only if it was not there.
+fallback=/tmp/sluice-$(id -u).shm
+[[ -e $fallback ]] && had_fallback=1 || had_fallback=0
+XDG_RUNTIME_DIR=$tmp/not-a-dir "$SLUICE_BIN" stats >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[[ $had_fallback -eq 0 ]] && rm -f "$fallback"
+want "stats, fallback store" 0
+grep -qx "store: shm:$fallback" "$tmp/out" || fail "stats, fallback store: $(head -1 "$tmp/out") $(cat "$tmp/err")"
+bad "stats, argument" "unexpected argument 'x'" stats x
+bad "stats, --policy" "unknown option '--policy'" stats --policy "$P"
+bad "stats, bad store" 'store nosuch:' stats --store nosuch:
+
+# ---- run -------------------------------------------------------------------
+R="shm:$tmp/run.shm"
+W='fixed-window limit=100 window=1h'
+for status in 0 3 42; do
+    sl run r --policy "$W" --store "$R" -- sh -c "exit $status"
+    want "run, exit $status" "$status"
+done
+sl run r --policy "$W" --store "$R" -- printf '%s|%s|%s\n' 'two words' -- "x"
+want "run passes arguments as they are" 0 'two words|--|x'
+printf 'from stdin\n' | "$SLUICE_BIN" run r --policy "$W" --store "$R" -- cat >"$tmp/out" 2>"$tmp/err"
+rc=$?
+want "run passes stdin" 0 'from stdin'
+{
+    "$SLUICE_BIN" run r --policy "$W" --store "$R" -- sh -c 'kill -TERM $$' >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+} 2>/dev/null # bash's own "Terminated"
+want "run, killed by a signal" 143
+sl run r --policy "$W" --store "$R" -- false
+want "run false" 1
+
+# From here on, the manual clock: a store of its own (a store's time never
+# runs backwards, and the runs above brought it to CLOCK_MONOTONIC's reading).
+R="shm:$tmp/run-manual.shm"
+
+# Denied without --wait: exit 1, the retry time, and the command never runs.
+# fixed-window limit=1 window=1m at t=0: the second request waits 60000 ms.
+O='fixed-window limit=1 window=1m'
+sl run once --policy "$O" --store "$R" --manual-clock 0 -- touch "$tmp/ran1"
+want "run 1" 0
+[[ -e "$tmp/ran1" ]] || fail "run 1: the command did not run"
+sl run once --policy "$O" --store "$R" --manual-clock 0 -- touch "$tmp/ran2"
+want "run 2, denied" 1
+[[ -e "$tmp/ran2" ]] && fail "run 2: a denied command ran"
+grep -q 'retry after 60000 ms' "$tmp/err" || fail "run 2: stderr lacks the retry time: $(cat "$tmp/err")"
+# --wait: the manual clock sleeps the 60000 ms at once, then the command runs.
+sl run once --policy "$O" --store "$R" --manual-clock 0 --wait -- touch "$tmp/ran3"
+want "run --wait" 0
+[[ -e "$tmp/ran3" ]] || fail "run --wait: the command did not run"
+# Now at t=60000 the window [60000, 120000) is used up: the next is 60000 ms
+# away. A timeout shorter than that gives up at once; one as long waits.
+sl run once --policy "$O" --store "$R" --manual-clock 60000 --wait=59s -- touch "$tmp/ran4"
+want "run --wait=59s" 1
+[[ -e "$tmp/ran4" ]] && fail "run --wait=59s: the command ran"
+grep -q 'retry after 60000 ms.*--wait=59s' "$tmp/err" || fail "run --wait=59s: stderr: $(cat "$tmp/err")"
+sl run once --policy "$O" --store "$R" --manual-clock 60000 --wait=59999 -- touch "$tmp/ran4"
+want "run --wait=59999" 1
+sl run once --policy "$O" --store "$R" --manual-clock 60000 --wait=1m -- touch "$tmp/ran5"
+want "run --wait=1m" 0
+[[ -e "$tmp/ran5" ]] || fail "run --wait=1m: the command did not run"
+sl check once --policy "$O" --store "$R" --manual-clock 120000
+want "run's requests are check's" 1 "denied retry_after_ms=60000 remaining=0 reset_ms=60000"
+# a leaky bucket's delay is slept (on the manual clock here) before the command
+sl run lb --policy "$L" --store "$R" --manual-clock 0 -- true
+sl run lb --policy "$L" --store "$R" --manual-clock 0 -- echo delayed
+want "run, leaky bucket with a delay" 0 "delayed"
+
+# A command that cannot run: 127 / 126, like shells, and nothing is counted
+# (a store of its own, whose time starts at these readings).
+R="shm:$tmp/gone.shm"
+sl run gone --policy "$O" --store "$R" --manual-clock 0 -- no-such-command-sluice
+want "run, command not found" 127
+grep -q 'no-such-command-sluice: command not found' "$tmp/err" || fail "run, not found: $(cat "$tmp/err")"
+sl run gone --policy "$O" --store "$R" --manual-clock 0 -- "$tmp/no-such-file"
+want "run, no such file" 127
+printf '#!/bin/sh\nexit 0\n' >"$tmp/not-exec" && chmod 644 "$tmp/not-exec"
+sl run gone --policy "$O" --store "$R" --manual-clock 0 -- "$tmp/not-exec"
+want "run, not executable" 126
+sl run gone --policy "$O" --store "$R" --manual-clock 0 -- "$tmp"
+want "run, a directory" 126
+sl check gone --policy "$O" --store "$R" --manual-clock 0
+want "run counted nothing for a command that cannot run" 0 "allowed remaining=0 reset_ms=60000"
+
+bad "run, no --" "unexpected argument 'true': the command comes after '--'" run x --policy "$O" --store "$B" true
+bad "run, no command" "missing COMMAND" run x --policy "$O" --store "$B" --
+bad "run, no KEY" 'missing KEY' run --policy "$O" --store "$B" -- true
+bad "run, bad SPEC" 'bad --policy SPEC' run x --policy 'fixed-window' --store "$B" -- true
+bad "run, cost above" 'above 1' run x --policy "$O" --store "$B" --cost 2 -- true
+bad "run, bad --wait" '--wait=2x: expected a duration' run x --policy "$O" --store "$B" --wait=2x -- true
+bad "run, --wait TIMEOUT" "a timeout is written --wait=TIMEOUT" run x --policy "$O" --store "$B" --wait 2s -- true
+bad "run, --json" "unknown option '--json'" run x --policy "$O" --store "$B" --json -- true
+[[ -e "$tmp/bad.shm" ]] && fail "run's bad arguments created the store file"
+sl run x --policy "$O" --store "$B" --cost 2 -- touch "$tmp/ran-bad"
+[[ -e "$tmp/ran-bad" ]] && fail "run with bad arguments ran the command"
+
+# ---- pipe: what goes in comes out -------------------------------------------------
+# Text: lines of many lengths, an empty line, and a last line without a newline.
+awk 'BEGIN { for (i = 0; i < 3000; i++) { s = ""; for (j = 0; j < i % 97; j++) s = s "x"; print i " " s }
+             print ""; printf "last line, no newline" }' >"$tmp/text"
+# Binary: NUL bytes, CRs, no trailing newline, and more than one read buffer.
+{
+    printf 'a\0b\n\0\0\r\nc'
+    head -c 150000 /dev/urandom
+    printf '\0end\0'
+} >"$tmp/bin"
+printf '' >"$tmp/empty"
+n=0
+for input in text bin empty; do
+    for unit in lines bytes; do
+        for spec in 'token-bucket capacity=5000 rate=5000/s' 'fixed-window limit=7 window=1s' \
+            'leaky-bucket capacity=3 rate=50/s; sliding-window limit=100 window=1s'; do
+            n=$((n + 1))
+            "$SLUICE_BIN" pipe --policy "$spec" --unit "$unit" --store "shm:$tmp/pipe$n.shm" --manual-clock 0 \
+                <"$tmp/$input" >"$tmp/piped" 2>"$tmp/err"
+            rc=$?
+            [[ $rc -eq 0 ]] || fail "pipe $input --unit $unit '$spec': exited $rc: $(cat "$tmp/err")"
+            cmp -s "$tmp/$input" "$tmp/piped" || fail "pipe $input --unit $unit '$spec': output differs from input"
+        done
+    done
+done
+# The real clock, a rate that never waits, input from a pipe.
+# shellcheck disable=SC2002 # a pipe on purpose: reads return what is there
+cat "$tmp/bin" | "$SLUICE_BIN" pipe --policy 'token-bucket capacity=1000000 rate=1000000/s' --unit bytes \
+    --store "shm:$tmp/pipe-real.shm" >"$tmp/piped" 2>"$tmp/err"
+rc=$?
+[[ $rc -eq 0 ]] || fail "pipe, real clock: exited $rc: $(cat "$tmp/err")"
+cmp -s "$tmp/bin" "$tmp/piped" || fail "pipe, real clock: output differs from input"
+
+# ---- pipe: pacing, exactly as the policy decides -----------------------------
+# trace NAME WANT ARGS...: pipes $tmp/in through sluice pipe ARGS with a trace
+# file; the output equals the input and the trace is WANT (lines joined by ';').
+trace() {
+    local name=$1 want_trace=$2
+    shift 2
+    "$SLUICE_BIN" pipe "$@" --trace-file "$tmp/trace" <"$tmp/in" >"$tmp/piped" 2>"$tmp/err"
+    rc=$?
+    [[ $rc -eq 0 ]] || fail "$name: exited $rc: $(cat "$tmp/err")"
+    cmp -s "$tmp/in" "$tmp/piped" || fail "$name: output differs from input"
+    local got
+    got=$(tr '\n' ';' <"$tmp/trace")
+    [[ "$got" == "$want_trace" ]] || fail "$name: trace is '$got', want '$want_trace'"
+}
+# Token bucket, capacity 2 at 1/s, 6 lines, one request per line: two at t=0
+# (the full bucket), then one token a second.
+printf 'one\ntwo\nthree\nfour\nfive\nsix' >"$tmp/in"
+TB='token-bucket capacity=2 rate=1/s'
+trace "pipe lines, token bucket" 't=0 units=1;t=0 units=1;t=1000 units=1;t=2000 units=1;t=3000 units=1;t=4000 units=1;' \
+    --policy "$TB" --store "shm:$tmp/t1.shm" --manual-clock 0
+# The pipe's state is in the store, under the key "pipe": its TAT went 1000,
+# 2000, then +1000 a line to 6000, so at t=4000 the backlog is 2000 (tau: an
+# empty bucket) and a check waits 1000 ms; another --key starts full.
+sl check pipe --policy "$TB" --store "shm:$tmp/t1.shm" --manual-clock 4000
+want "check after pipe" 1 "denied retry_after_ms=1000 remaining=0 reset_ms=2000"
+trace "pipe --key other" 't=4000 units=1;t=4000 units=1;t=5000 units=1;t=6000 units=1;t=7000 units=1;t=8000 units=1;' \
+    --policy "$TB" --store "shm:$tmp/t1.shm" --manual-clock 4000 --key other
+# Bytes: "abcdef" in one read. t=0: 2 bytes (the most the bucket holds);
+# then the bucket is empty, so each later byte waits for its token.
+printf 'abcdef' >"$tmp/in"
+trace "pipe bytes, token bucket" 't=0 units=2;t=1000 units=1;t=2000 units=1;t=3000 units=1;t=4000 units=1;' \
+    --policy "$TB" --unit bytes --store "shm:$tmp/t2.shm" --manual-clock 0
+# Fixed window of 4 per second from t=500, 10 bytes: 4 at t=500; the window
+# is used up, so the next byte waits for t=1000, where 3 more are admitted at
+# once (4 in that window); the last 2 go at t=2000 (1 waited for, then 1).
+printf '0123456789' >"$tmp/in"
+trace "pipe bytes, fixed window" 't=500 units=4;t=1000 units=1;t=1000 units=3;t=2000 units=1;t=2000 units=1;' \
+    --policy 'fixed-window limit=4 window=1s' --unit bytes --store "shm:$tmp/t3.shm" --manual-clock 500
+# The same input as lines: one line, one request.
+printf 'a\n\nb\nc\nd\ne' >"$tmp/in"
+trace "pipe lines, fixed window" 't=500 units=1;t=500 units=1;t=500 units=1;t=500 units=1;t=1000 units=1;t=1000 units=1;' \
+    --policy 'fixed-window limit=4 window=1s' --store "shm:$tmp/t4.shm" --manual-clock 500
+# Leaky bucket, capacity 2 at 1/s: admitted at once but with a delay (the
+# queue ahead), which the pipe waits before writing: one line a second.
+#  t=0: b=0, delay 0.  t=0: b=1000, delay 1000 -> written at 1000.
+#  t=1000: TAT 2000, b=1000: delay 1000 -> 2000.  t=2000: likewise -> 3000.
+printf 'w\nx\ny\nz\n' >"$tmp/in"
+trace "pipe lines, leaky bucket" 't=0 units=1;t=1000 units=1;t=2000 units=1;t=3000 units=1;' \
+    --policy "$L" --store "shm:$tmp/t5.shm" --manual-clock 0
+# Empty input: nothing released.
+printf '' >"$tmp/in"
+trace "pipe, empty input" '' --policy "$TB" --store "shm:$tmp/t6.shm" --manual-clock 0
+
+# ---- pipe: bad arguments read nothing ----------------------------------------
+pipe_bad() {
+    local name=$1 pattern=$2
+    shift 2
+    printf 'data\n' | "$SLUICE_BIN" pipe "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [[ $rc -eq 2 ]] || fail "$name: exited $rc, want 2"
+    [[ -s "$tmp/out" ]] && fail "$name: wrote to stdout: $(cat -v "$tmp/out")"
+    grep -Eq -- "$pattern" "$tmp/err" || fail "$name: stderr does not match /$pattern/: $(cat -v "$tmp/err")"
+}
+pipe_bad "pipe, no --policy" 'missing --policy' --store "$B"
+pipe_bad "pipe, bad --unit" "--unit 'words': expected lines or bytes" --policy "$TB" --unit words --store "$B"
+pipe_bad "pipe, argument" "unexpected argument 'extra'" extra --policy "$TB" --store "$B"
+pipe_bad "pipe, bad SPEC" 'bad --policy SPEC' --policy 'token-bucket capacity=2' --store "$B"
+pipe_bad "pipe, --cost" "unknown option '--cost'" --policy "$TB" --cost 2 --store "$B"
+pipe_bad "pipe, empty --key" 'KEY is 0 bytes' --policy "$TB" --key= --store "$B"
+pipe_bad "pipe, bad --trace-file" "--trace-file $tmp/no/such/trace" --policy "$TB" --store "shm:$tmp/t7.shm" \
+    --trace-file "$tmp/no/such/trace"
+[[ -e "$tmp/bad.shm" ]] && fail "pipe's bad arguments created the store file"
+
+# ---- the man page and the demonstration ------------------------------------------
+man1=$src/docs/sluice.1
+if [[ ! -f $man1 ]]; then
+    fail "no man page $man1"
+else
+    for cmd in check run pipe stats simulate demo; do
+        grep -q "^\\.SS.*$cmd" "$man1" || fail "the man page has no section for $cmd"
+    done
+    for sec in NAME SYNOPSIS DESCRIPTION 'EXIT STATUS' ENVIRONMENT FILES EXAMPLES; do
+        grep -q "^\\.SH \"*$sec" "$man1" || fail "the man page has no $sec section"
+    done
+    if command -v groff >/dev/null 2>&1; then
+        groff -man -Tutf8 -ww -z "$man1" >"$tmp/groff" 2>&1 || fail "groff fails on the man page: $(cat "$tmp/groff")"
+        [[ -s "$tmp/groff" ]] && fail "groff warns about the man page: $(head -5 "$tmp/groff")"
+    fi
+fi
+if [[ -f $src/docs/cli-demo.sh ]]; then
+    sh "$src/docs/cli-demo.sh" "$SLUICE_BIN" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    want "docs/cli-demo.sh" 0
+    # (it runs once more in the rare case that a minute's window ends during it)
+    grep -E '^(allowed|denied) ' "$tmp/out" | tail -3 | cut -d' ' -f1,2 | cut -d= -f1 | tr '\n' ';' >"$tmp/demo"
+    [[ "$(cat "$tmp/demo")" == 'allowed remaining;allowed remaining;denied retry_after_ms;' ]] ||
+        fail "cli-demo: not two allowed then a denial with its retry time: $(cat "$tmp/out")"
+else
+    fail "no docs/cli-demo.sh"
+fi
+
+if [[ $failures -ne 0 ]]; then
+    echo "test_cli: $failures failure(s)" >&2
+    exit 1
+fi
+echo "test_cli: ok"
