@@ -44,6 +44,37 @@ local function cdiv(x, y) return -idiv(-x, y) end
 
 local function num(x) return string.format('%.0f', x) end
 
+-- The common case, a one-part token or leaky bucket, in straight lines: the
+-- same arithmetic as bucket() below with no tables (measured: a third of the
+-- script's time). The state is "t A B", as the general path writes it.
+if #ARGV == 7 and (ARGV[4] == '1' or ARGV[4] == '4') then
+  local limit, p, rr = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  local eff, A, B = now, FRESH, 0
+  local st = redis.call('GET', KEYS[1])
+  if st then
+    local t, a, b = string.match(st, '^(%S+) (%S+) (%S+)$')
+    t, A, B = tonumber(t), tonumber(a), tonumber(b)
+    if t > eff then eff = t end
+  end
+  local tau, need, b = limit * p, cost * p, 0
+  if A >= eff then b = (A - eff) * rr + B end
+  if b + need <= tau then
+    local nb = b + need
+    local whole = idiv(nb, rr)
+    local reset = cdiv(nb, rr)
+    local delay = 0
+    if ARGV[4] == '4' then delay = cdiv(b, rr) end
+    local ttl = reset
+    if ttl < 1 then ttl = 1 end
+    redis.call('SET', KEYS[1], string.format('%d %d %d', eff, eff + whole, nb - whole * rr),
+               'PX', ttl + extra_ttl)
+    return {1, idiv(tau - nb, p), 0, reset, delay, limit, 0, eff}
+  end
+  local rem = 0
+  if b <= tau then rem = idiv(tau - b, p) end
+  return {0, rem, cdiv(b - tau + need, rr), cdiv(b, rr), 0, limit, 0, eff}
+end
+
 -- the state
 local raw = redis.call('GET', KEYS[1])
 local v = {}

@@ -342,7 +342,7 @@ static void build(redis_store *r, const rpolicy *rp, const void *key, size_t key
     memcpy(name + len, key, key_len);
     len += key_len;
     name[len++] = '}';
-    k->slot = sluice__redis_slot(name, len);
+    k->slot = r->cluster ? sluice__redis_slot(name, len) : 0;
     k->argv[n] = name, k->lens[n++] = len;
     for (size_t i = 0, logs = 0; i < rp->policy.n_parts; i++) {
         if (rp->policy.parts[i].algorithm != SLUICE_SLIDING_LOG) continue;
