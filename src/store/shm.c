@@ -58,6 +58,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -127,7 +128,6 @@ typedef struct {
     file_header *hdr;
     uint64_t buckets;
     uint32_t spb, slot_bytes, bucket_bytes, bucket_header_bytes, key_bytes, state_bytes;
-    uint32_t pid;
     sluice_on_full on_full;
     sluice__policy_set policies; /* items: spolicy */
 } shm_store;
@@ -152,15 +152,41 @@ static uint8_t *copy_at(const shm_store *m, slot *sl, uint32_t which) {
 
 /* ---- the bucket lock: a pid, taken over from a dead owner ---- */
 
-static void bucket_lock(shm_store *m, bucket_header *bh) {
+/* This process's pid, refreshed in a child after fork(): a child of a
+ * process that opened the store must lock with its own pid. */
+static _Atomic uint32_t self_pid;
+static void self_pid_refresh(void) {
+    atomic_store_explicit(&self_pid, (uint32_t)getpid(), memory_order_relaxed);
+}
+static pthread_once_t self_pid_once = PTHREAD_ONCE_INIT;
+static void self_pid_init(void) {
+    self_pid_refresh();
+    pthread_atfork(NULL, NULL, self_pid_refresh);
+}
+
+/* Dead: gone, or a zombie (killed, not yet reaped by its parent). */
+static int owner_dead(pid_t pid) {
+    if (kill(pid, 0) == -1) return errno == ESRCH;
+    char path[64], buf[256];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *rp = strrchr(buf, ')');
+    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
+static void bucket_lock(bucket_header *bh) {
+    uint32_t me = atomic_load_explicit(&self_pid, memory_order_relaxed);
     for (unsigned spins = 0;; spins++) {
         uint64_t owner = 0;
-        if (atomic_compare_exchange_weak_explicit(&bh->lock, &owner, m->pid, memory_order_acquire,
+        if (atomic_compare_exchange_weak_explicit(&bh->lock, &owner, me, memory_order_acquire,
                                                   memory_order_relaxed))
             return;
-        if (owner != 0 && owner != m->pid && spins % 64 == 63 && kill((pid_t)owner, 0) == -1 &&
-            errno == ESRCH &&
-            atomic_compare_exchange_strong_explicit(&bh->lock, &owner, m->pid, memory_order_acquire,
+        if (owner != 0 && owner != me && spins % 64 == 63 && owner_dead((pid_t)owner) &&
+            atomic_compare_exchange_strong_explicit(&bh->lock, &owner, me, memory_order_acquire,
                                                     memory_order_relaxed))
             return; /* its owner died holding it: the slots are whole (see top) */
         if (spins > 16) sched_yield();
@@ -169,6 +195,12 @@ static void bucket_lock(shm_store *m, bucket_header *bh) {
 
 static void bucket_unlock(bucket_header *bh) {
     atomic_store_explicit(&bh->lock, 0, memory_order_release);
+}
+
+/* A counter of the bucket, under its lock: no locked add needed (atomic
+ * only so that stats may read it without the lock). */
+static void bump(_Atomic uint64_t *c) {
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
 }
 
 /* ---- policies ---- */
@@ -194,7 +226,7 @@ static int spolicy_init(void *item, void *ctx) {
             int64_t need = p->params[i].limit < p->params[i].window_ms ? p->params[i].limit : p->params[i].window_ms;
             uint64_t cap = 1;
             while ((int64_t)cap < need) cap *= 2;
-            if (cap > m->state_bytes) cap = m->state_bytes; /* too big anyway: caught below */
+            if (cap > (UINT64_C(1) << 22)) cap = UINT64_C(1) << 22; /* too big anyway: caught below */
             sp->log_cap[i] = (uint32_t)cap;
             at = align_up(at, 8) + 24 + (uint32_t)cap * 16;
             break;
@@ -280,17 +312,17 @@ static slot *make_room(shm_store *m, bucket_header *bh, int64_t now_ms) {
         if (sl->fresh_at_ms <= now_ms) {
             atomic_store_explicit(&sl->used, 0, memory_order_release);
             bh->tags[i] = 0;
-            atomic_fetch_add_explicit(&bh->forgotten, 1, memory_order_relaxed);
+            bump(&bh->forgotten);
             return sl;
         }
         if (!lru || sl->last_use_ms < lru->last_use_ms) lru = sl;
     }
     if (m->on_full == SLUICE_ON_FULL_REFUSE) {
-        atomic_fetch_add_explicit(&bh->refused, 1, memory_order_relaxed);
+        bump(&bh->refused);
         return NULL;
     }
     atomic_store_explicit(&lru->used, 0, memory_order_release);
-    atomic_fetch_add_explicit(&bh->evicted, 1, memory_order_relaxed);
+    bump(&bh->evicted);
     return lru;
 }
 
@@ -311,10 +343,11 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     uint64_t k[2] = {m->hdr->seed[0] ^ sp->fp, m->hdr->seed[1]};
     uint64_t h = sluice__siphash13(k, key, len);
     uint32_t tag = (uint32_t)(h >> 32) | 1;
-    bucket_header *bh = bucket_at(m, h % m->buckets);
-    bucket_lock(m, bh);
-    if (now_ms < bh->now_ms) now_ms = bh->now_ms;
-    else bh->now_ms = now_ms;
+    bucket_header *bh = bucket_at(m, (uint64_t)(((unsigned __int128)h * m->buckets) >> 64));
+    bucket_lock(bh);
+    /* bucket time is kept as now - SLUICE_TIME_MIN_MS: 0 (a new file) is "none yet" */
+    if (now_ms < bh->now_ms + SLUICE_TIME_MIN_MS) now_ms = bh->now_ms + SLUICE_TIME_MIN_MS;
+    else bh->now_ms = now_ms - SLUICE_TIME_MIN_MS;
     slot *sl = NULL, *free_slot = NULL;
     uint32_t free_i = 0;
     for (uint32_t i = 0; i < m->spb && !sl; i++) {
@@ -362,9 +395,9 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
         store_states(sp, spare, st);
         sl->fresh_at_ms = now_ms + d->reset_ms; /* before the flip: never early */
         atomic_store_explicit(&sl->current, !cur, memory_order_release);
-        atomic_fetch_add_explicit(&bh->allowed, 1, memory_order_relaxed);
+        bump(&bh->allowed);
     } else {
-        atomic_fetch_add_explicit(&bh->denied, 1, memory_order_relaxed);
+        bump(&bh->denied);
     }
     sl->last_use_ms = now_ms;
     bucket_unlock(bh);
@@ -419,7 +452,7 @@ static int shm_open_file(const sluice__url *url, const sluice__store_config *cfg
     char path[4096];
     int64_t key_bytes = KEY_BYTES_DEFAULT, state_bytes = STATE_BYTES_DEFAULT;
     int64_t max_keys = cfg->max_keys_given ? cfg->max_keys : MAX_KEYS_DEFAULT;
-    int explicit_geometry = cfg->max_keys_given;
+    int explicit_geometry = cfg->max_keys_given, key_bytes_given = 0, state_bytes_given = 0;
     if (url->path_len == 0 || url->path_len >= sizeof path) {
         sluice__errf(err, errlen, "store URL shm:PATH needs a file path");
         return SLUICE_EINVAL;
@@ -429,8 +462,10 @@ static int shm_open_file(const sluice__url *url, const sluice__store_config *cfg
     for (size_t i = 0; i < url->n_params; i++) {
         int rc = 0;
         if (url->params[i].key_len == 0) continue; /* handled by store.c */
-        if (sluice__url_is(url, i, "key_bytes")) rc = sluice__url_int(url, i, 1, SLUICE_KEY_MAX, &key_bytes, err, errlen), explicit_geometry = 1;
-        else if (sluice__url_is(url, i, "state_bytes")) rc = sluice__url_int(url, i, 16, 1 << 20, &state_bytes, err, errlen), explicit_geometry = 1;
+        if (sluice__url_is(url, i, "key_bytes"))
+            rc = sluice__url_int(url, i, 1, SLUICE_KEY_MAX, &key_bytes, err, errlen), explicit_geometry = key_bytes_given = 1;
+        else if (sluice__url_is(url, i, "state_bytes"))
+            rc = sluice__url_int(url, i, 16, 1 << 20, &state_bytes, err, errlen), explicit_geometry = state_bytes_given = 1;
         else {
             sluice__errf(err, errlen, "store URL parameter \"%.*s\" is unknown (shm: takes max_keys, "
                          "on_full, key_bytes, state_bytes)", (int)url->params[i].key_len, url->params[i].key);
@@ -440,7 +475,7 @@ static int shm_open_file(const sluice__url *url, const sluice__store_config *cfg
     }
     shm_store *m = calloc(1, sizeof *m);
     if (!m) return SLUICE_ENOMEM;
-    m->pid = (uint32_t)getpid();
+    pthread_once(&self_pid_once, self_pid_init);
     m->policies.item_size = sizeof(spolicy);
     m->policies.init = spolicy_init;
     m->policies.ctx = m;
@@ -478,7 +513,11 @@ static int shm_open_file(const sluice__url *url, const sluice__store_config *cfg
             goto out;
         }
         static const char zero[8];
-        if (memcmp(h.magic, zero, 8) == 0) {
+        static const uint8_t blank[sizeof h];
+        /* a set-up of ours that never finished (blank, or our fields but
+         * not yet the magic, written last); anything else is not ours */
+        if (memcmp(h.magic, zero, 8) == 0 &&
+            (memcmp(&h, blank, sizeof h) == 0 || (h.version == LAYOUT_VERSION && h.header_bytes == HEADER_BYTES))) {
             fresh = 1; /* a set-up that never finished: start over */
         } else if (memcmp(h.magic, MAGIC, 8) != 0) {
             sluice__errf(err, errlen, "shm:%s is not a sluice shm file", path);
@@ -498,6 +537,13 @@ static int shm_open_file(const sluice__url *url, const sluice__store_config *cfg
             goto out;
         }
     } else {
+        if (h.slots_per_bucket < 1 || h.slots_per_bucket > 64 || h.buckets < 1 ||
+            h.buckets > SLUICE_MAX_KEYS_MAX || h.buckets * h.slots_per_bucket > SLUICE_MAX_KEYS_MAX ||
+            h.key_bytes < 1 || h.key_bytes > SLUICE_KEY_MAX || h.state_bytes < 16 ||
+            h.state_bytes > (1u << 20) || h.state_bytes % 16) {
+            sluice__errf(err, errlen, "shm:%s is damaged (its header's geometry is impossible)", path);
+            goto out;
+        }
         m->key_bytes = h.key_bytes;
         m->state_bytes = h.state_bytes;
         geometry(m, h.buckets * h.slots_per_bucket);
@@ -507,8 +553,9 @@ static int shm_open_file(const sluice__url *url, const sluice__store_config *cfg
                          path, (long long)st.st_size, m->map_bytes);
             goto out;
         }
-        shm_store want = {.key_bytes = (uint32_t)key_bytes, .state_bytes = align_up((uint32_t)state_bytes, 16)};
-        geometry(&want, (uint64_t)max_keys);
+        shm_store want = {.key_bytes = key_bytes_given ? (uint32_t)key_bytes : m->key_bytes,
+                          .state_bytes = state_bytes_given ? align_up((uint32_t)state_bytes, 16) : m->state_bytes};
+        geometry(&want, cfg->max_keys_given ? (uint64_t)max_keys : h.buckets * h.slots_per_bucket);
         if (explicit_geometry && (want.buckets != m->buckets || want.spb != m->spb ||
                                   want.key_bytes != m->key_bytes || want.state_bytes != m->state_bytes)) {
             sluice__errf(err, errlen, "shm:%s was made with max_keys=%llu key_bytes=%u state_bytes=%u",
@@ -540,7 +587,7 @@ static int shm_open_file(const sluice__url *url, const sluice__store_config *cfg
         f->key_bytes = m->key_bytes;
         f->state_bytes = m->state_bytes;
         if (getrandom(f->seed, sizeof f->seed, 0) != (ssize_t)sizeof f->seed) {
-            f->seed[0] = (uint64_t)st.st_ino * UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)m->pid;
+            f->seed[0] = (uint64_t)st.st_ino * UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)getpid();
             f->seed[1] = (uint64_t)sluice_clock_now_ms(NULL);
         }
         memcpy(f->boot_id, boot, sizeof boot);
