@@ -188,39 +188,50 @@ local function sliding_window(limit, W)
 end
 
 local function sliding_log(limit, W, z)
-  local base = 0
-  if not fresh then base = v[pos] end
+  -- The log keeps its own base (the running total before its oldest entry)
+  -- in a member "b<base>" at score -inf, so it stands alone: if Redis drops
+  -- the state name (maxmemory), the log still counts right. That member also
+  -- keeps the set from ever being empty while the decision lives, so no
+  -- command here deletes or creates a name mid-way (a slot migration refuses
+  -- both). The state keeps a number for the log, unused.
   pos = pos + 1
+  local base, mark = 0, nil
+  local marks = redis.call('ZRANGEBYSCORE', z, '-inf', '-inf')
+  if #marks > 0 then mark = marks[1]; base = tonumber(string.sub(mark, 2)) end
   local newest_ts, newest_cum = nil, base
   local last = redis.call('ZRANGE', z, -1, -1, 'WITHSCORES')
-  if #last > 0 then newest_cum, newest_ts = tonumber(last[1]), tonumber(last[2]) end
+  if #last > 0 and last[1] ~= mark then newest_cum, newest_ts = tonumber(last[1]), tonumber(last[2]) end
   local te = eff
   if newest_ts and newest_ts > te then te = newest_ts end
   local edge = te - W -- entries at or before edge have left the window
-  local expired = redis.call('ZREVRANGEBYSCORE', z, edge, '-inf', 'LIMIT', 0, 1)
+  local expired = redis.call('ZREVRANGEBYSCORE', z, edge, '(-inf', 'LIMIT', 0, 1)
   local before = base
   if #expired > 0 then before = tonumber(expired[1]) end
   local used = newest_cum - before
-  local r = {rem_now = limit - used, reset_now = 0}
+  local r = {rem_now = limit - used, reset_now = 0, state = {0}}
   if used > 0 then r.reset_now = newest_ts + W - eff end
   if used + cost <= limit then
     r.ok = true
     r.rem = limit - used - cost
     r.reset = W + te - eff
     r.delay = 0
-    r.state = {before}
     r.commit = function(ttl)
-      if #expired > 0 then redis.call('ZREMRANGEBYSCORE', z, '-inf', edge) end
+      -- running totals near 2^50: count them from the new base again
+      local rebase = newest_cum + cost > 1125899906842624
+      local new_mark = 'b' .. num(rebase and 0 or before)
+      if new_mark ~= mark then -- the new one first: never empty
+        redis.call('ZADD', z, '-inf', new_mark)
+        if mark then redis.call('ZREM', z, mark) end
+      end
+      if #expired > 0 then redis.call('ZREMRANGEBYSCORE', z, '(-inf', edge) end
       local top = newest_cum
-      if top + cost > 1125899906842624 then
-        -- running totals near 2^50: count them from the new base again
-        local all = redis.call('ZRANGE', z, 0, -1, 'WITHSCORES')
-        redis.call('DEL', z)
+      if rebase then
+        local all = redis.call('ZRANGEBYSCORE', z, '(-inf', '+inf', 'WITHSCORES')
+        redis.call('ZREMRANGEBYSCORE', z, '(-inf', '+inf')
         for i = 1, #all, 2 do
           redis.call('ZADD', z, all[i + 1], num(tonumber(all[i]) - before))
         end
         top = top - before
-        r.state = {0}
       end
       if newest_ts == te and used > 0 then redis.call('ZREM', z, num(top)) end
       redis.call('ZADD', z, te, num(top + cost))
@@ -229,12 +240,12 @@ local function sliding_log(limit, W, z)
   else
     r.ok = false
     -- the first entry q whose running total reaches newest + cost - limit;
-    -- at ts_q + W enough has left. Binary search by rank over the window.
+    -- at ts_q + W enough has left. Binary search by rank over the window
+    -- (ranks count the mark, which sorts first).
     local target = newest_cum + cost - limit
-    local n = redis.call('ZCARD', z)
-    local lo, hi = n - 1, n - 1
+    local hi = redis.call('ZCARD', z) - 1
     local first = redis.call('ZRANGEBYSCORE', z, '(' .. num(edge), '+inf', 'LIMIT', 0, 1)
-    lo = redis.call('ZRANK', z, first[1])
+    local lo = redis.call('ZRANK', z, first[1])
     while lo < hi do
       local mid = idiv(lo + hi, 2)
       local m = redis.call('ZRANGE', z, mid, mid)
@@ -242,7 +253,6 @@ local function sliding_log(limit, W, z)
     end
     local q = redis.call('ZRANGE', z, lo, lo, 'WITHSCORES')
     r.retry = tonumber(q[2]) + W - eff
-    r.state = {base}
   end
   return r
 end

@@ -258,7 +258,7 @@ static int refresh_slots(redis_store *r, char *why, size_t whylen) {
                                 (int)master->element[1]->integer);
             if (at < 0) continue;
             for (long long s = e->element[0]->integer; s <= e->element[1]->integer && s < 16384; s++)
-                atomic_store_explicit(&r->slots[s], (uint8_t)at, memory_order_relaxed);
+                atomic_store_explicit(&r->slots[s], (uint8_t)at, memory_order_release);
         }
         freeReplyObject(reply);
         give(n, c, 0);
@@ -405,7 +405,7 @@ static int read_decision(const redis_store *r, const call *k, redisReply *reply,
 }
 
 static node *node_for(redis_store *r, unsigned slot) {
-    return r->nodes[r->cluster ? atomic_load_explicit(&r->slots[slot], memory_order_relaxed) : 0];
+    return r->nodes[r->cluster ? atomic_load_explicit(&r->slots[slot], memory_order_acquire) : 0];
 }
 
 /* Sends one call, following NOSCRIPT (load, again), MOVED (learn, again)
@@ -413,6 +413,7 @@ static node *node_for(redis_store *r, unsigned slot) {
  * the slot map and tries once more. The reply, or NULL with why. */
 static redisReply *send_call(redis_store *r, call *k, char *why, size_t whylen) {
     int ask = -1;
+    int64_t start = real_ms(), pause = 1;
     for (int attempt = 0; attempt < 5; attempt++) {
         node *n = ask >= 0 ? r->nodes[ask] : node_for(r, k->slot);
         redisContext *c = take(r, n, why, whylen);
@@ -440,6 +441,19 @@ static redisReply *send_call(redis_store *r, call *k, char *why, size_t whylen) 
             if (rc) return NULL;
             continue;
         }
+        if (reply->type == REDIS_REPLY_ERROR && !strncmp(reply->str, "TRYAGAIN", 8) &&
+            real_ms() + pause - start < r->timeout_ms) {
+            /* a decision of several names while its slot migrates, not all
+             * on one node yet: the migration ends soon (bounded by the
+             * command timeout) */
+            freeReplyObject(reply);
+            give(n, c, 0);
+            struct timespec ts = {0, (long)pause * 1000000L};
+            nanosleep(&ts, NULL);
+            if (pause < 16) pause *= 2;
+            attempt = -1; /* the redirections start over: ASK, then here again */
+            continue;
+        }
         if (reply->type == REDIS_REPLY_ERROR &&
             (!strncmp(reply->str, "MOVED ", 6) || !strncmp(reply->str, "ASK ", 4))) {
             int moved = reply->str[0] == 'M';
@@ -450,7 +464,7 @@ static redisReply *send_call(redis_store *r, call *k, char *why, size_t whylen) 
                 snprintf(why, whylen, "cannot follow a cluster redirection");
                 return NULL;
             }
-            if (moved) atomic_store_explicit(&r->slots[k->slot], (uint8_t)target, memory_order_relaxed);
+            if (moved) atomic_store_explicit(&r->slots[k->slot], (uint8_t)target, memory_order_release);
             else ask = target;
             continue;
         }
@@ -625,7 +639,7 @@ static int add_seed(redis_store *r, const char *text, size_t len, char *err, siz
             memcpy(digits, colon + 1, dl);
             char *end;
             port = strtol(digits, &end, 10);
-            if (*end) port = -1;
+            if (*end || digits[0] < '0' || digits[0] > '9') port = -1; /* no sign, no space */
         }
     }
     if (host_len == 0 || host_len >= 256 || port < 1 || port > 65535) {
@@ -646,6 +660,7 @@ static int open_common(const sluice__url *url, const sluice__store_config *cfg, 
     r->timeout_ms = cfg->timeout_ms;
     r->pool = POOL_DEFAULT;
     r->ttl_grace_ms = -1;
+    atomic_init(&r->now_ms, -CLIENT_TIME_MAX_MS); /* no reading yet: the lowest */
     strcpy(r->prefix, "sluice:");
     pthread_mutex_init(&r->nodes_mu, NULL);
     r->policies.item_size = sizeof(rpolicy);
@@ -673,7 +688,7 @@ static int open_common(const sluice__url *url, const sluice__store_config *cfg, 
         if (dl > 0 && dl < sizeof digits) {
             memcpy(digits, slash + 1, dl);
             db = strtol(digits, &end, 10);
-            if (*end) db = -1;
+            if (*end || digits[0] < '0' || digits[0] > '9') db = -1; /* no sign, no space */
         }
         if (cluster || db < 0 || db > 1000000) {
             sluice__errf(err, errlen, "store URL database \"%.*s\": %s", (int)dl, slash + 1,
@@ -702,7 +717,15 @@ static int open_common(const sluice__url *url, const sluice__store_config *cfg, 
         int64_t v;
         const char *val = url->params[i].value;
         size_t vlen = url->params[i].value_len;
-        if (url->params[i].key_len == 0) continue; /* handled by store.c */
+        if (url->params[i].key_len == 0) { /* handled by store.c: the common ones */
+            const char *name = url->params[i].key;
+            if (!strncmp(name, "max_keys=", 9) || !strncmp(name, "on_full=", 8)) {
+                sluice__errf(err, errlen, "store URL parameter \"%.*s\" is the memory store's: a Redis "
+                             "store's size is the server's (maxmemory)", (int)strcspn(name, "="), name);
+                rc = SLUICE_EINVAL;
+            }
+            continue;
+        }
         if (sluice__url_is(url, i, "pool")) {
             rc = sluice__url_int(url, i, 1, POOL_MAX, &v, err, errlen);
             r->pool = (int)v;

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# test_redis_cli.sh: `sluice simulate SPEC --store redis://...?clock=client`
+# prints exactly what the same simulate prints with the memory store, on a
+# small trace (every algorithm, a composite, binary-ish keys, a time that
+# goes back). It starts its own redis-server on a free loopback port in a
+# temporary directory and stops it on exit, whatever happens.
+# ctest sets SLUICE_BIN to the built sluice binary. REDIS_SERVER and
+# REDIS_CLI override the programs' names.
+set -u
+
+if [[ -z "${SLUICE_BIN:-}" || ! -x "${SLUICE_BIN}" ]]; then
+    echo "test_redis_cli: SLUICE_BIN must name the built sluice binary (got '${SLUICE_BIN:-}')" >&2
+    exit 1
+fi
+redis_server=${REDIS_SERVER:-redis-server}
+redis_cli=${REDIS_CLI:-redis-cli}
+for prog in "$redis_server" "$redis_cli"; do
+    command -v "$prog" >/dev/null || { echo "test_redis_cli: $prog not found" >&2; exit 1; }
+done
+
+# a build without libsluice-redis (no hiredis) has no Redis store to test
+if "$SLUICE_BIN" simulate 'fixed-window limit=1 window=1s' --store 'redis://127.0.0.1:1' </dev/null 2>&1 |
+    grep -q 'needs libsluice-redis'; then
+    echo "test_redis_cli: sluice was built without libsluice-redis: nothing to test"
+    exit 0
+fi
+
+failures=0
+fail() {
+    echo "FAIL: $*" >&2
+    failures=$((failures + 1))
+}
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-redis-cli.XXXXXX") || exit 1
+server_pid=
+cleanup() {
+    if [[ -n "$server_pid" ]]; then
+        kill -KILL "$server_pid" 2>/dev/null
+        wait "$server_pid" 2>/dev/null
+    fi
+    rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# free_port: a port the kernel hands out for port 0 (bound, read back,
+# released).
+free_port() {
+    local p
+    if p=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])' 2>/dev/null); then
+        echo "$p"
+        return 0
+    fi
+    # no python3: perl, then bash's own /dev/tcp probe on random ports
+    if p=$(perl -MIO::Socket::INET -e 'print IO::Socket::INET->new(Listen => 1, LocalAddr => "127.0.0.1", LocalPort => 0)->sockport' 2>/dev/null); then
+        echo "$p"
+        return 0
+    fi
+    for _ in $(seq 1 50); do
+        p=$((20000 + RANDOM % 20000))
+        if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+            echo "$p"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# start_server: redis-server on a free port, answering PING (bounded wait).
+start_server() {
+    local tries
+    for tries in 1 2 3 4 5; do
+        port=$(free_port) || { echo "test_redis_cli: no free port" >&2; return 1; }
+        "$redis_server" --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$tmp" \
+            >"$tmp/redis-$port.log" 2>&1 &
+        server_pid=$!
+        local i
+        for i in $(seq 1 200); do # 200 x 25 ms: 5 s at most
+            if [[ "$("$redis_cli" -h 127.0.0.1 -p "$port" PING 2>/dev/null)" == PONG ]]; then
+                return 0
+            fi
+            kill -0 "$server_pid" 2>/dev/null || break # it died (port taken?): another port
+            sleep 0.025
+        done
+        kill -KILL "$server_pid" 2>/dev/null
+        wait "$server_pid" 2>/dev/null
+        server_pid=
+    done
+    echo "test_redis_cli: cannot start $redis_server (logs in $tmp)" >&2
+    cat "$tmp"/redis-*.log >&2
+    return 1
+}
+
+start_server || exit 1
+
+# same NAME SPEC [ARGS...]: simulate on memory: and on Redis (a key space of
+# its own per case) print the same lines and the same counts.
+case_no=0
+same() {
+    local name=$1 spec=$2
+    shift 2
+    case_no=$((case_no + 1))
+    local url="redis://127.0.0.1:$port?clock=client&prefix=case$case_no:"
+    "$SLUICE_BIN" simulate "$spec" "$@" <"$tmp/in" >"$tmp/mem.out" 2>"$tmp/mem.err"
+    local rc_mem=$?
+    "$SLUICE_BIN" simulate "$spec" --store "$url" "$@" <"$tmp/in" >"$tmp/redis.out" 2>"$tmp/redis.err"
+    local rc_redis=$?
+    [[ $rc_mem -eq 0 ]] || fail "$name: memory: exited $rc_mem: $(cat "$tmp/mem.err")"
+    [[ $rc_redis -eq 0 ]] || fail "$name: redis: exited $rc_redis: $(cat "$tmp/redis.err")"
+    if [[ ! -s "$tmp/mem.out" ]]; then
+        fail "$name: no output"
+    elif ! cmp -s "$tmp/mem.out" "$tmp/redis.out"; then
+        fail "$name: stdout differs (- memory, + redis):"
+        diff -u "$tmp/mem.out" "$tmp/redis.out" | head -30 | cat -v >&2
+    fi
+    # the summary: same counts (keys held are the store's own matter: the
+    # Redis store counts its names, a log part has a name of its own)
+    local want got
+    want=$(sed -n 's/^# \([0-9]* requests, [0-9]* allowed, [0-9]* denied\).*/\1/p' "$tmp/mem.err")
+    got=$(sed -n 's/^# \([0-9]* requests, [0-9]* allowed, [0-9]* denied\).*/\1/p' "$tmp/redis.err")
+    [[ -n "$want" && "$want" == "$got" ]] || fail "$name: summary \"$got\", memory store \"$want\""
+    # and the store really was Redis: its names are there
+    local held
+    held=$("$redis_cli" -h 127.0.0.1 -p "$port" --scan --pattern "case$case_no:*" | wc -l)
+    [[ "$held" -gt 0 ]] || fail "$name: nothing held in Redis under case$case_no:"
+}
+
+# a small trace: hot and cold keys, bursts at one ms, costs, idle gaps
+{
+    t=1000
+    for i in $(seq 0 119); do
+        case $((i % 7)) in
+        0 | 1 | 2) t=$((t + 0)) ;;
+        3) t=$((t + 1)) ;;
+        4) t=$((t + 3)) ;;
+        5) t=$((t + 11)) ;;
+        6) t=$((t + (i % 3) * 40)) ;;
+        esac
+        key=alice
+        ((i % 3 == 1)) && key=bob
+        ((i % 11 == 5)) && key="k:{x}|$i"
+        cost=1
+        ((i % 9 == 4)) && cost=2
+        echo "$t $key $cost"
+    done
+    echo "# an idle hour, then a burst"
+    echo "3601000 alice"
+    echo "3601000 alice 3"
+    echo "3601000 bob"
+} >"$tmp/in"
+
+same token-bucket 'token-bucket capacity=3 rate=1/7ms'
+same leaky-bucket 'leaky-bucket capacity=4 rate=2/9ms'
+same fixed-window 'fixed-window limit=5 window=13ms'
+same sliding-window 'sliding-window limit=6 window=11ms'
+same sliding-log 'sliding-log limit=5 window=17ms'
+same gcra 'gcra rate=3/10ms burst=3'
+same composite 'sliding-window limit=4 window=7ms; sliding-log limit=5 window=15ms; leaky-bucket capacity=3 rate=1/3ms'
+
+# times that go back (the store's time stays at the highest), negative times
+{
+    echo "-5000 a"
+    echo "-4990 a"
+    echo "-5000 a"
+    echo "-4000 b 2"
+    echo "-4001 a"
+    echo "0 a"
+    echo "5 a 3"
+    echo "2 a"
+} >"$tmp/in"
+same backwards 'fixed-window limit=3 window=1s; sliding-log limit=4 window=20ms' --allow-backwards
+
+# a bad line stops both runs at the same place, with status 2
+printf '0 a\n1 a 0\n2 a\n' >"$tmp/in"
+"$SLUICE_BIN" simulate 'token-bucket capacity=2 rate=1/s' <"$tmp/in" >"$tmp/mem.out" 2>/dev/null
+rc_mem=$?
+"$SLUICE_BIN" simulate 'token-bucket capacity=2 rate=1/s' --store "redis://127.0.0.1:$port?clock=client&prefix=bad:" \
+    <"$tmp/in" >"$tmp/redis.out" 2>/dev/null
+rc_redis=$?
+[[ $rc_mem -eq 2 && $rc_redis -eq 2 ]] || fail "bad line: exit $rc_mem (memory), $rc_redis (redis), want 2"
+cmp -s "$tmp/mem.out" "$tmp/redis.out" || fail "bad line: output before it differs"
+
+# a bad store URL is a usage error naming the parameter
+"$SLUICE_BIN" simulate 'token-bucket capacity=2 rate=1/s' --store "redis://127.0.0.1:$port?clock=sometimes" \
+    </dev/null >/dev/null 2>"$tmp/err"
+rc=$?
+[[ $rc -eq 2 ]] || fail "bad store URL: exit $rc, want 2"
+grep -q "clock=sometimes" "$tmp/err" || fail "bad store URL: message does not name clock=sometimes: $(cat "$tmp/err")"
+
+if [[ $failures -ne 0 ]]; then
+    echo "test_redis_cli: $failures failure(s)" >&2
+    exit 1
+fi
+echo "test_redis_cli: ok ($case_no traces identical on redis:// and memory:)"
