@@ -1117,10 +1117,10 @@ int main(int argc, char **argv) {
     goal("sluice_store_acquire / hiredis loop decide.lua -P 1", &cases[7], &cases[13], 0.9, 0);
     goal("sluice_store_acquire_many x16 / hiredis loop decide.lua -P 16", &cases[8], &cases[14], 0.8, 0);
 
-    sluice_store_stats stats;
+    sluice_stats stats;
     for (int i = 0; i < 2; i++) {
         sluice_store *s = i ? st_client : st_server;
-        if (sluice_store_stats_get(s, &stats) == 0 && (stats.failures || stats.denied)) {
+        if (sluice_store_stats(s, &stats) == 0 && (stats.failures || stats.denied)) {
             fprintf(stderr, "bench_redis: store %d: %lld failures, %lld denials\n", i, (long long)stats.failures,
                     (long long)stats.denied);
             failed = 1;

@@ -457,9 +457,9 @@ static void bench_size(uint32_t n_keys, const char *name, bench_case *out_mem1, 
     uint32_t n_held = 0;
     for (uint32_t i = 0; i < n_keys; i++)
         if (held[i]) held_list[n_held++] = i;
-    sluice_store_stats ms, ss;
-    sluice_store_stats_get(mem, &ms);
-    sluice_store_stats_get(shm, &ss);
+    sluice_stats ms, ss;
+    sluice_store_stats(mem, &ms);
+    sluice_store_stats(shm, &ss);
     printf("\n== %s keys (max_keys %u): warm-up refused %ld (%.2f%%) in memory:, %ld (%.2f%%) in shm: "
            "(full buckets of %s); %u keys measured\n",
            name, n_keys, mem_refused, 100.0 * mem_refused / n_keys, shm_refused, 100.0 * shm_refused / n_keys,
@@ -496,8 +496,8 @@ static void bench_size(uint32_t n_keys, const char *name, bench_case *out_mem1, 
     row(out_mem2);
     row(out_shm2);
 
-    sluice_store_stats_get(mem, &ms);
-    sluice_store_stats_get(shm, &ss);
+    sluice_store_stats(mem, &ms);
+    sluice_store_stats(shm, &ss);
     if (ms.evicted || ss.evicted || ms.denied || ss.denied) {
         fprintf(stderr, "bench_shm: %s: the stores left the allow path (evicted %lld/%lld, denied %lld/%lld)\n",
                 name, (long long)ms.evicted, (long long)ss.evicted, (long long)ms.denied, (long long)ss.denied);

@@ -616,11 +616,11 @@ static void run_cases(workload *w, int size) {
                             .ctx = new_ctx(w, list[k].kind, list[k].nt),
                             .nthreads = list[k].nt};
     }
-    sluice_store_stats s0 = {0}, s1 = {0};
-    sluice_store_stats_get(w->store, &s0);
+    sluice_stats s0 = {0}, s1 = {0};
+    sluice_store_stats(w->store, &s0);
     uint64_t sum0 = slot_sum(w);
     measure_group(cases, n);
-    sluice_store_stats_get(w->store, &s1);
+    sluice_store_stats(w->store, &s1);
     uint64_t store_ops = 0, added = 0;
 
     for (size_t k = 0; k < n; k++) {
@@ -688,8 +688,8 @@ static void bench_size(int size) {
     memset(held, 0xff, (size_t)n * sizeof *held);
     uint32_t n_held = warm(w.store, w.policy, w.keys, n, perm, held);
     free(perm);
-    sluice_store_stats st;
-    sluice_store_stats_get(w.store, &st);
+    sluice_stats st;
+    sluice_store_stats(w.store, &st);
     if (st.keys != n_held || st.forgotten || st.evicted || st.refused != n - n_held) {
         fprintf(stderr, "bench_store: after warm-up the store holds %" PRId64 " keys, %" PRIu32
                 " expected\n", st.keys, n_held);

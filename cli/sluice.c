@@ -261,7 +261,7 @@ static void demo_per_key(void) {
         demo_failed = 1;
     } else {
         sluice_decision d;
-        sluice_store_stats st;
+        sluice_stats st;
         for (size_t i = 0; i < sizeof keys / sizeof keys[0] && !demo_failed; i++) {
             if (!ok_store(sluice_store_acquire(s, p, keys[i], strlen(keys[i]), 1, &d), s, "store acquire"))
                 break;
@@ -269,7 +269,7 @@ static void demo_per_key(void) {
             print_record(&d);
             putchar('\n');
         }
-        if (!demo_failed && ok(sluice_store_stats_get(s, &st), "store stats"))
+        if (!demo_failed && ok(sluice_store_stats(s, &st), "store stats"))
             printf("tracked keys: %" PRId64 "\n", st.keys);
         /* A caller handles both outcomes, one branch each. */
         if (!demo_failed && ok_store(sluice_store_acquire(s, p, "alice", 5, 1, &d), s, "store acquire")) {
@@ -684,8 +684,8 @@ static int cmd_simulate(int argc, char **argv) {
         if (status == 0) status = 1;
     }
     if (status == 0) {
-        sluice_store_stats st;
-        if (sluice_store_stats_get(store, &st) != SLUICE_OK) st.keys = -1;
+        sluice_stats st;
+        if (sluice_store_stats(store, &st) != SLUICE_OK) st.keys = -1;
         fprintf(stderr, "# %" PRId64 " requests, %" PRId64 " allowed, %" PRId64 " denied, %" PRId64 " keys held\n",
                 n_req, n_allowed, n_req - n_allowed, st.keys);
     }
@@ -1520,7 +1520,7 @@ static void put_json_string(FILE *f, const char *s) {
 static int cmd_stats(int argc, char **argv) {
     cli_args a;
     cli_session s;
-    sluice_store_stats st;
+    sluice_stats st;
     int status = cli_parse(&stats_command, argc, argv, &a);
     if (status) return status < 0 ? 0 : status;
     memset(&s, 0, sizeof s);
@@ -1528,7 +1528,7 @@ static int cmd_stats(int argc, char **argv) {
         cli_close(&s);
         return status;
     }
-    int rc = sluice_store_stats_get(s.store, &st);
+    int rc = sluice_store_stats(s.store, &st);
     if (rc != SLUICE_OK) {
         fprintf(stderr, "sluice stats: store %s: %s\n", s.url, sluice_strerror(rc));
         cli_close(&s);

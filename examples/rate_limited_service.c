@@ -255,8 +255,8 @@ int main(void) {
     order bad = {"dave", "ACME", 0};
     submit_expect(&limited, &book, 60000, &bad, ORDER_INVALID, "the delegate's own result codes pass through");
 
-    sluice_store_stats st = {0};
-    expect(sluice_store_stats_get(store, &st) == SLUICE_OK, "store stats");
+    sluice_stats st = {0};
+    expect(sluice_store_stats(store, &st) == SLUICE_OK, "store stats");
     printf("orders that reached the real service: %" PRId64 "\n", book.n_placed);
     printf("clients with a budget in the store: %" PRId64 " (allowed %" PRId64 ", denied %" PRId64 ")\n",
            st.keys, st.allowed, st.denied);

@@ -373,8 +373,9 @@ typedef struct sluice_store_options {
 #define SLUICE_STORE_OPTIONS_INIT \
     {sizeof(sluice_store_options), 0, SLUICE_ON_FULL_EVICT, NULL, SLUICE_ON_ERROR_ALLOW, 0, 0}
 
-/* Counters since the store was opened. */
-typedef struct sluice_store_stats {
+/* A store's counters: since it was opened (memory:, redis://), or since its
+ * file was made (shm:, where every process's decisions count). */
+typedef struct sluice_stats {
     int64_t keys;      /* keys held now                                    */
     int64_t capacity;  /* max_keys                                         */
     int64_t allowed;   /* decisions that admitted                          */
@@ -384,7 +385,7 @@ typedef struct sluice_store_stats {
     int64_t refused;   /* new keys refused with SLUICE_EFULL               */
     int64_t failures;  /* remote stores: decisions the server failed       */
     int64_t reconnects; /* remote stores: connections made after a failure */
-} sluice_store_stats;
+} sluice_stats;
 
 /* Opens the store named by url. Errors: SLUICE_EINVAL (bad URL or option),
  * SLUICE_ENOMEM. *out is NULL on failure. */
@@ -427,7 +428,7 @@ typedef struct {
 SLUICE_EXTERN int sluice_store_acquire_many(sluice_store *s, const sluice_request *reqs, size_t n,
                                             sluice_decision *out, int *results);
 /* Fills *out. Errors: SLUICE_EINVAL for NULL arguments. */
-SLUICE_EXTERN int sluice_store_stats_get(sluice_store *s, sluice_store_stats *out);
+SLUICE_EXTERN int sluice_store_stats(sluice_store *s, sluice_stats *out);
 /* The message of the calling thread's last failed call on s (for remote
  * stores, the server's own words); "" when there is none. Per thread, so it
  * is safe while other threads use s; valid until this thread's next call. */

@@ -277,7 +277,7 @@ typedef struct sluice__store_ops {
     /* Arguments are checked (key length, cost, reading) before this is called. */
     int (*acquire_at)(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
                       int64_t cost, int64_t now_ms, sluice_decision *out);
-    void (*stats)(sluice_store *s, sluice_store_stats *out);
+    void (*stats)(sluice_store *s, sluice_stats *out);
     void (*close)(sluice_store *s);
     /* optional: a batch (requests already checked, results[i] preset to
      * their check's error or 0); NULL: one acquire_at per request */

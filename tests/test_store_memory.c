@@ -51,9 +51,9 @@ static void print_decision(const char *who, const sluice_decision *d) {
             (long long)d->reset_ms, (long long)d->delay_ms, (long long)d->limit, d->part);
 }
 
-static sluice_store_stats stats(sluice_store *s) {
-    sluice_store_stats st;
-    sluice_store_stats_get(s, &st);
+static sluice_stats stats(sluice_store *s) {
+    sluice_stats st;
+    sluice_store_stats(s, &st);
     return st;
 }
 
@@ -73,7 +73,7 @@ TEST(per_key_state_is_independent) {
         CHECK_EQ(d.remaining, remaining[i]);
         CHECK_EQ(d.retry_after_ms, retry[i]);
     }
-    sluice_store_stats st = stats(s);
+    sluice_stats st = stats(s);
     CHECK_EQ(st.keys, 2);
     CHECK_EQ(st.capacity, SLUICE_MAX_KEYS_DEFAULT);
     CHECK_EQ(st.allowed, 3);
@@ -118,7 +118,7 @@ TEST(keys_are_binary_safe) {
     CHECK_EQ(sluice_store_acquire(s, p, "new", 3, 2, &d), SLUICE_ECOST);
     CHECK_EQ(sluice_store_acquire_at(s, p, "new", 3, 1, SLUICE_TIME_MAX_MS + 1, &d), SLUICE_EINVAL);
     CHECK_EQ(sluice_store_acquire(NULL, p, "a", 1, 1, &d), SLUICE_EINVAL);
-    sluice_store_stats st = stats(s);
+    sluice_stats st = stats(s);
     CHECK_EQ(st.keys, (int64_t)(sizeof keys / sizeof keys[0]));
     CHECK_EQ(st.allowed + st.denied, 2 * (int64_t)(sizeof keys / sizeof keys[0]));
     sluice_store_close(s);
@@ -183,7 +183,7 @@ TEST(full_store_refuses_new_keys_changing_nothing) {
     CHECK_EQ(sluice_store_acquire(s, p, "c", 1, 1, &d), 0);
     CHECK_EQ(sluice_store_acquire(s, p, "d", 1, 1, &d), SLUICE_EFULL);
     CHECK(strstr(sluice_store_errmsg(s), "full") != NULL);
-    sluice_store_stats st = stats(s);
+    sluice_stats st = stats(s);
     CHECK_EQ(st.keys, 3);
     CHECK_EQ(st.refused, 1);
     CHECK_EQ(st.evicted, 0);
@@ -213,7 +213,7 @@ TEST(full_store_evicts_least_recently_used) {
     for (int i = 0; i < 4; i++) CHECK_EQ(sluice_store_acquire(s, p, k[i], 2, 1, &d), 0);
     /* a new key: the CLOCK hand clears every bit once, then evicts k0 */
     CHECK_EQ(sluice_store_acquire(s, p, "k4", 2, 1, &d), 0);
-    sluice_store_stats st = stats(s);
+    sluice_stats st = stats(s);
     CHECK_EQ(st.evicted, 1);
     CHECK_EQ(st.keys, 4);
     /* k1..k3 were not used since: k1 goes next; k0 comes back fresh */
@@ -368,7 +368,7 @@ static long run_trace(uint64_t seed, const char *url, int evict, long steps, int
         }
         r.last_use_evictions[sp][key] = stats(s).evicted;
     }
-    sluice_store_stats st = stats(s);
+    sluice_stats st = stats(s);
     if (!evict) CHECK_EQ(st.evicted, 0);
     CHECK(explained <= st.evicted);
     CHECK_EQ(failures, 0);
@@ -440,7 +440,7 @@ TEST(refuse_is_exact_for_held_keys) {
         sluice_acquire_at(ref[key], 1, now, &want);
         CHECK(same(&got, &want));
     }
-    sluice_store_stats st = stats(s);
+    sluice_stats st = stats(s);
     CHECK(refused > 0);
     CHECK_EQ(st.refused, refused);
     CHECK_EQ(st.evicted, 0);
@@ -554,7 +554,7 @@ static int churn(void) {
         if (sluice_store_acquire_at(s, i % 4 ? p : q, kb, (size_t)kn, 1, i / 1000, &d) || !d.allowed)
             errors++;
     }
-    sluice_store_stats st = stats(s);
+    sluice_stats st = stats(s);
     long grown = rss_kib() - before;
     /* 64 bytes of table per key, plus heap keys (~48 B with malloc's header)
      * for a third of the keys and heap states (2 x 32 B + header) for a

@@ -82,10 +82,10 @@ static void print_decision(const char *who, const sluice_decision *d) {
             (long long)d->reset_ms, (long long)d->delay_ms, (long long)d->limit, d->part);
 }
 
-static sluice_store_stats stats(sluice_store *s) {
-    sluice_store_stats st;
+static sluice_stats stats(sluice_store *s) {
+    sluice_stats st;
     memset(&st, 0, sizeof st);
-    sluice_store_stats_get(s, &st);
+    sluice_store_stats(s, &st);
     return st;
 }
 
@@ -472,7 +472,7 @@ TEST(conformance_with_the_memory_store) {
             if (!s) continue;
             CHECK_STR(sluice_store_kind(s), "redis");
             CHECK_EQ(run_conformance(s, seed, starts[seed - 1], steps, "conformance", NULL, NULL), 0);
-            sluice_store_stats st = stats(s);
+            sluice_stats st = stats(s);
             CHECK_EQ(st.failures, 0);
             CHECK(st.allowed > 0 && st.denied > 0);
             CHECK(st.keys > 0);
@@ -917,7 +917,7 @@ static void race_threads(int port, const char *params, const char *spec, long ca
     }
     if (admitted != capacity) fprintf(stderr, "%s (%s): %ld admitted of %ld\n", spec, params, admitted, capacity);
     CHECK_EQ(admitted, capacity);
-    sluice_store_stats st = stats(s);
+    sluice_stats st = stats(s);
     CHECK_EQ(st.allowed, capacity);
     CHECK_EQ(st.denied, (long)N_THREADS * attempts - capacity);
     CHECK_EQ(st.failures, 0);
@@ -1077,7 +1077,7 @@ static void killed_body(rs_group *g, int a) {
         if (i == 1) rs_sleep_ms(120); /* past the store's retry interval: it tries to connect */
     }
     for (int m = 0; m < 3; m++) {
-        sluice_store_stats st = stats(s[m]);
+        sluice_stats st = stats(s[m]);
         CHECK(st.failures >= 4);
         CHECK_EQ(st.reconnects, 0);
         CHECK_EQ(st.keys, -1); /* unknown while the server is down */
@@ -1087,7 +1087,7 @@ static void killed_body(rs_group *g, int a) {
     REQUIRE(rs_restart(g, a) == 0);
     for (int m = 0; m < 3; m++) {
         CHECK(recovers(s[m], p));
-        sluice_store_stats st = stats(s[m]);
+        sluice_stats st = stats(s[m]);
         CHECK(st.reconnects >= 1);
         CHECK(st.failures >= 4);
         /* and decides exactly again (the server lost the old state) */
@@ -1783,7 +1783,7 @@ static void cluster_body(rs_group *g) {
     sluice_store_close(many);
     sluice_store_close(mem);
     sluice_clock_free(c);
-    sluice_store_stats st = stats(s);
+    sluice_stats st = stats(s);
     CHECK(st.keys > 0);
     sluice_store_close(s);
 }

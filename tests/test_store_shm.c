@@ -146,9 +146,9 @@ static void print_decision(const char *who, const sluice_decision *d) {
             (long long)d->reset_ms, (long long)d->delay_ms, (long long)d->limit, d->part);
 }
 
-static sluice_store_stats stats(sluice_store *s) {
-    sluice_store_stats st;
-    sluice_store_stats_get(s, &st);
+static sluice_stats stats(sluice_store *s) {
+    sluice_stats st;
+    sluice_store_stats(s, &st);
     return st;
 }
 
@@ -219,7 +219,7 @@ static int read_all(int fd, void *buf, size_t len) {
 typedef struct {
     int rc;
     char err[256];
-    sluice_store_stats st;
+    sluice_stats st;
 } open_report;
 
 static int open_in_child(const char *url, open_report *rep) {
@@ -235,7 +235,7 @@ static int open_in_child(const char *url, open_report *rep) {
         memset(&r, 0, sizeof r);
         sluice_store *s = NULL;
         r.rc = sluice_store_open_err(url, NULL, &s, r.err, sizeof r.err);
-        if (s) sluice_store_stats_get(s, &r.st);
+        if (s) sluice_store_stats(s, &r.st);
         sluice_store_close(s);
         write_all(fds[1], &r, sizeof r);
         _exit(0);
@@ -267,7 +267,7 @@ TEST(per_key_state_and_file_mode) {
         CHECK_EQ(d.remaining, remaining[i]);
         CHECK_EQ(d.retry_after_ms, retry[i]);
     }
-    sluice_store_stats st = stats(s);
+    sluice_stats st = stats(s);
     CHECK_EQ(st.keys, 2);
     CHECK_EQ(st.capacity, 100000); /* shm's default max_keys (a multiple of 16) */
     CHECK_EQ(st.allowed, 3);
@@ -490,7 +490,7 @@ static long conformance(uint64_t seed, long steps, const char *shm_u, const char
             failures++;
         }
     }
-    sluice_store_stats ss = stats(shm), ms = stats(mem);
+    sluice_stats ss = stats(shm), ms = stats(mem);
     CHECK_EQ(ss.evicted, 0);
     CHECK_EQ(ss.refused, 0);
     CHECK_EQ(ms.evicted, 0);
@@ -608,7 +608,7 @@ TEST(lossless_forgetting_one_bucket) {
             failures++;
         }
     }
-    sluice_store_stats st = stats(s);
+    sluice_stats st = stats(s);
     CHECK_EQ(failures, 0);
     CHECK_EQ(st.evicted, 0);
     CHECK_EQ(st.refused, 0);
@@ -650,7 +650,7 @@ TEST(full_table_refuses_changing_nothing) {
     CHECK(memcmp(before + c1, after + c1, n0 - c1) == 0);
     free(before);
     free(after);
-    sluice_store_stats st = stats(s);
+    sluice_stats st = stats(s);
     CHECK_EQ(st.keys, 16);
     CHECK_EQ(st.refused, 1);
     CHECK_EQ(st.evicted, 0);
@@ -1074,7 +1074,7 @@ static int race_run(int i, void *arg, long *res) {
         errors += t[k].errors;
         for (int key = 0; key < a->n_keys; key++) res[key] += t[k].admitted[key];
     }
-    sluice_store_stats st = stats(a->s);
+    sluice_stats st = stats(a->s);
     res[63] = st.evicted;
     sluice_store_close(a->s);
     sluice_policy_free(a->p);
@@ -1402,7 +1402,7 @@ typedef struct {
     int ok;
     int rc_a[CR_KEYS], rc_b[CR_KEYS];
     sluice_decision a[CR_KEYS], b[CR_KEYS];
-    sluice_store_stats before, after;
+    sluice_stats before, after;
     int leak_rc[64];
     int64_t ms; /* how long its decisions took */
 } crash_check;

@@ -363,7 +363,7 @@ static int mem_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
 
 /* ---- the store ---- */
 
-static void mem_stats(sluice_store *s, sluice_store_stats *out) {
+static void mem_stats(sluice_store *s, sluice_stats *out) {
     memory_store *m = (memory_store *)s;
     out->capacity = m->max_keys;
     for (size_t i = 0; i < ((size_t)1 << m->shard_bits); i++) {

@@ -407,7 +407,7 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
 
 /* ---- the store ---- */
 
-static void shm_stats(sluice_store *s, sluice_store_stats *out) {
+static void shm_stats(sluice_store *s, sluice_stats *out) {
     shm_store *m = (shm_store *)s;
     out->capacity = (int64_t)(m->buckets * m->spb);
     for (uint64_t b = 0; b < m->buckets; b++) {

@@ -358,7 +358,7 @@ int sluice_store_acquire(sluice_store *s, const sluice_policy *p, const void *ke
     return sluice_store_acquire_at(s, p, key, key_len, cost, sluice_clock_now_ms(s->clock), out);
 }
 
-int sluice_store_stats_get(sluice_store *s, sluice_store_stats *out) {
+int sluice_store_stats(sluice_store *s, sluice_stats *out) {
     if (!s || !out) return SLUICE_EINVAL;
     memset(out, 0, sizeof *out);
     s->ops->stats(s, out);

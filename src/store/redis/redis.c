@@ -593,7 +593,7 @@ static void redis_acquire_many(sluice_store *s, const sluice_request *reqs, size
 
 /* ---- the store ---- */
 
-static void redis_stats(sluice_store *s, sluice_store_stats *out) {
+static void redis_stats(sluice_store *s, sluice_stats *out) {
     redis_store *r = (redis_store *)s;
     out->capacity = -1; /* bounded by the server's maxmemory, and by expiry */
     out->keys = 0;
