@@ -299,10 +299,11 @@ void sluice__store_errf(const sluice_store *s, const char *fmt, ...)
  * equal item (so a changed configuration is a new item). Lookups of policy
  * objects seen before take no lock. */
 #define SLUICE__POLICIES_MAX 4096
-#define SLUICE__KNOWN_MAX 256
+#define SLUICE__POLICY_CHUNK 64 /* items come in chunks that never move */
+#define SLUICE__KNOWN_MAX 64
 typedef struct {
-    sluice__lock lock; /* guards items and n, and appends to known */
-    void *items[SLUICE__POLICIES_MAX];
+    sluice__lock lock; /* guards chunks and n, and appends to known */
+    void **chunks[SLUICE__POLICIES_MAX / SLUICE__POLICY_CHUNK];
     unsigned n;
     struct {
         _Atomic uint64_t serial;
@@ -319,6 +320,10 @@ typedef struct {
 int sluice__policy_set_id(sluice__policy_set *set, const sluice_store *s, const sluice_policy *p,
                           unsigned *id);
 void sluice__policy_set_free(sluice__policy_set *set);
+/* Item id (an id sluice__policy_set_id gave: no lock needed). */
+static inline void *sluice__policy_item(const sluice__policy_set *set, unsigned id) {
+    return set->chunks[id / SLUICE__POLICY_CHUNK][id % SLUICE__POLICY_CHUNK];
+}
 
 /* Store time: raises *high to now_ms (atomically; written only when it
  * grows) and returns the store's time, max(now_ms, *high). */

@@ -4,6 +4,7 @@
  * deadline and consumes nothing when it gives up; bad input changes nothing;
  * the clocks. */
 #include "check.h"
+#include "store_util.h"
 #include "internal.h"
 
 #include <pthread.h>
@@ -23,12 +24,6 @@ static sluice_limiter *make(const char *spec, sluice_clock *clock) {
     return l;
 }
 
-static int same_decision(const sluice_decision *a, const sluice_decision *b) {
-    return a->allowed == b->allowed && a->remaining == b->remaining &&
-           a->retry_after_ms == b->retry_after_ms && a->reset_ms == b->reset_ms &&
-           a->delay_ms == b->delay_ms && a->limit == b->limit && a->part == b->part &&
-           a->enforced == b->enforced;
-}
 
 /* ---- N threads, one limiter, frozen clock ---- */
 
@@ -268,7 +263,7 @@ TEST(bad_costs_change_nothing) {
         for (int k = 0; k < 6; k++) {
             CHECK_EQ(sluice_acquire(a, 1, &da), 0);
             CHECK_EQ(sluice_acquire(b, 1, &db), 0);
-            CHECK(same_decision(&da, &db));
+            CHECK(same(&da, &db));
         }
         sluice_limiter_free(a);
         sluice_limiter_free(b);

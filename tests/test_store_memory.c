@@ -4,6 +4,7 @@
  * every difference is explained by a counted eviction); races on first use;
  * bounded memory under ten million distinct keys; bad input. */
 #include "check.h"
+#include "store_util.h"
 #include "internal.h"
 
 #include <pthread.h>
@@ -22,40 +23,10 @@ static double scale(void) {
     return (x > 0 ? x : 1.0) * (SANITIZED ? 0.1 : 1.0);
 }
 
-static sluice_policy *policy(const char *name, const char *spec) {
-    sluice_policy *p = NULL;
-    char err[256];
-    if (sluice_policy_parse(name, spec, &p, err, sizeof err)) fprintf(stderr, "%s: %s\n", spec, err);
-    return p;
-}
 
-static sluice_store *open_store(const char *url, const sluice_clock *clock) {
-    sluice_store_options o = SLUICE_STORE_OPTIONS_INIT;
-    o.clock = clock;
-    sluice_store *s = NULL;
-    char err[256];
-    if (sluice_store_open_err(url, &o, &s, err, sizeof err)) fprintf(stderr, "%s: %s\n", url, err);
-    return s;
-}
 
-static int same(const sluice_decision *a, const sluice_decision *b) {
-    return a->allowed == b->allowed && a->remaining == b->remaining &&
-           a->retry_after_ms == b->retry_after_ms && a->reset_ms == b->reset_ms &&
-           a->delay_ms == b->delay_ms && a->limit == b->limit && a->part == b->part &&
-           a->enforced == b->enforced;
-}
 
-static void print_decision(const char *who, const sluice_decision *d) {
-    fprintf(stderr, "  %s: allowed=%d remaining=%lld retry=%lld reset=%lld delay=%lld limit=%lld part=%d\n",
-            who, d->allowed, (long long)d->remaining, (long long)d->retry_after_ms,
-            (long long)d->reset_ms, (long long)d->delay_ms, (long long)d->limit, d->part);
-}
 
-static sluice_stats stats(sluice_store *s) {
-    sluice_stats st;
-    sluice_store_stats(s, &st);
-    return st;
-}
 
 /* ---- the seed's per-key scenario ---- */
 

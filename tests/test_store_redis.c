@@ -25,6 +25,7 @@
  * Run one test by name: ./test_store_redis NAME. SLUICE_TEST_SCALE scales
  * the trace lengths. */
 #include "check.h"
+#include "store_util.h"
 #include "internal.h"
 #include "redis_server.h"
 
@@ -47,21 +48,7 @@ static double scale(void) {
 /* Readings the store takes in client-clock mode: +-2^50 ms. */
 #define T_EDGE (INT64_C(1) << 50)
 
-static sluice_policy *policy(const char *name, const char *spec) {
-    sluice_policy *p = NULL;
-    char err[256];
-    if (sluice_policy_parse(name, spec, &p, err, sizeof err)) fprintf(stderr, "%s: %s\n", spec, err);
-    return p;
-}
 
-static sluice_store *open_store(const char *url, const sluice_clock *clock) {
-    sluice_store_options o = SLUICE_STORE_OPTIONS_INIT;
-    o.clock = clock;
-    sluice_store *s = NULL;
-    char err[256];
-    if (sluice_store_open_err(url, &o, &s, err, sizeof err)) fprintf(stderr, "%s: %s\n", url, err);
-    return s;
-}
 
 /* "redis://127.0.0.1:PORT?PARAMS" */
 static const char *url_of(char *buf, size_t len, int port, const char *params) {
@@ -69,25 +56,8 @@ static const char *url_of(char *buf, size_t len, int port, const char *params) {
     return buf;
 }
 
-static int same(const sluice_decision *a, const sluice_decision *b) {
-    return a->allowed == b->allowed && a->remaining == b->remaining &&
-           a->retry_after_ms == b->retry_after_ms && a->reset_ms == b->reset_ms &&
-           a->delay_ms == b->delay_ms && a->limit == b->limit && a->part == b->part &&
-           a->enforced == b->enforced;
-}
 
-static void print_decision(const char *who, const sluice_decision *d) {
-    fprintf(stderr, "  %s: allowed=%d enforced=%d remaining=%lld retry=%lld reset=%lld delay=%lld limit=%lld part=%d\n",
-            who, d->allowed, d->enforced, (long long)d->remaining, (long long)d->retry_after_ms,
-            (long long)d->reset_ms, (long long)d->delay_ms, (long long)d->limit, d->part);
-}
 
-static sluice_stats stats(sluice_store *s) {
-    sluice_stats st;
-    memset(&st, 0, sizeof st);
-    sluice_store_stats(s, &st);
-    return st;
-}
 
 static int64_t least_limit(const sluice_policy *p) {
     int64_t least = SLUICE_LIMIT_MAX;

@@ -29,6 +29,7 @@
  * the file are those drawn at the top of src/store/shm.c (FILE_* below). */
 #define _GNU_SOURCE
 #include "check.h"
+#include "store_util.h"
 #include "internal.h"
 
 #include <dirent.h>
@@ -114,12 +115,6 @@ static void tmp_path(char *out, size_t len, const char *name) {
 
 /* ---- helpers ---- */
 
-static sluice_policy *policy(const char *name, const char *spec) {
-    sluice_policy *p = NULL;
-    char err[256];
-    if (sluice_policy_parse(name, spec, &p, err, sizeof err)) fprintf(stderr, "%s: %s\n", spec, err);
-    return p;
-}
 
 static sluice_store *open_url(const char *url) {
     sluice_store *s = NULL;
@@ -133,24 +128,8 @@ static void shm_url(char *out, size_t len, const char *path, const char *query) 
     snprintf(out, len, "shm:%s%s%s", path, *query ? "?" : "", query);
 }
 
-static int same(const sluice_decision *a, const sluice_decision *b) {
-    return a->allowed == b->allowed && a->remaining == b->remaining &&
-           a->retry_after_ms == b->retry_after_ms && a->reset_ms == b->reset_ms &&
-           a->delay_ms == b->delay_ms && a->limit == b->limit && a->part == b->part &&
-           a->enforced == b->enforced;
-}
 
-static void print_decision(const char *who, const sluice_decision *d) {
-    fprintf(stderr, "  %s: allowed=%d remaining=%lld retry=%lld reset=%lld delay=%lld limit=%lld part=%d\n",
-            who, d->allowed, (long long)d->remaining, (long long)d->retry_after_ms,
-            (long long)d->reset_ms, (long long)d->delay_ms, (long long)d->limit, d->part);
-}
 
-static sluice_stats stats(sluice_store *s) {
-    sluice_stats st;
-    sluice_store_stats(s, &st);
-    return st;
-}
 
 /* The whole file, malloc'd (NULL when it cannot be read); *len its size. */
 static uint8_t *slurp(const char *path, size_t *len) {

@@ -103,7 +103,7 @@ static int registered_init(void *item, void *ctx) {
 }
 
 static registered *reg(const memory_store *m, unsigned id) {
-    return m->policies.items[id];
+    return sluice__policy_item(&m->policies, id);
 }
 
 /* ---- entries ---- */

@@ -332,7 +332,7 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     unsigned id;
     int rc = sluice__policy_set_id(&m->policies, s, p, &id);
     if (rc) return rc;
-    const spolicy *sp = m->policies.items[id];
+    const spolicy *sp = sluice__policy_item(&m->policies, id);
     if (len > m->key_bytes) {
         sluice__store_errf(s, "key of %zu bytes: this shm file holds keys of up to %u bytes "
                               "(create it with ?key_bytes=N)", len, m->key_bytes);

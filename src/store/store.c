@@ -317,21 +317,24 @@ int sluice__policy_set_id(sluice__policy_set *set, const sluice_store *s, const 
     int rc = 0;
     sluice__lock_take(&set->lock);
     unsigned i;
-    for (i = 0; i < set->n && !same_policy((const sluice_policy *)set->items[i], p); i++) {
+    for (i = 0; i < set->n && !same_policy((const sluice_policy *)sluice__policy_item(set, i), p); i++) {
     }
     if (i == set->n) {
         void *item = NULL;
+        void ***chunk = &set->chunks[set->n / SLUICE__POLICY_CHUNK];
+        if (set->n < SLUICE__POLICIES_MAX && !*chunk)
+            *chunk = calloc(SLUICE__POLICY_CHUNK, sizeof **chunk);
         if (set->n == SLUICE__POLICIES_MAX) {
             sluice__store_errf(s, "store serves %d distinct policies already", SLUICE__POLICIES_MAX);
             rc = SLUICE_EFULL;
-        } else if (!(item = calloc(1, set->item_size))) {
+        } else if (!*chunk || !(item = calloc(1, set->item_size))) {
             sluice__store_errf(s, "out of memory");
             rc = SLUICE_ENOMEM;
         } else {
             memcpy(item, p, sizeof *p);
             rc = set->init ? set->init(item, set->ctx) : 0;
             if (rc) free(item);
-            else set->items[set->n++] = item;
+            else (*chunk)[set->n % SLUICE__POLICY_CHUNK] = item, set->n++;
         }
     }
     if (rc == 0) {
@@ -348,7 +351,9 @@ int sluice__policy_set_id(sluice__policy_set *set, const sluice_store *s, const 
 }
 
 void sluice__policy_set_free(sluice__policy_set *set) {
-    for (unsigned i = 0; i < set->n; i++) free(set->items[i]);
+    for (unsigned i = 0; i < set->n; i++) free(sluice__policy_item(set, i));
+    for (unsigned c = 0; c < SLUICE__POLICIES_MAX / SLUICE__POLICY_CHUNK; c++) free(set->chunks[c]);
+    memset(set->chunks, 0, sizeof set->chunks);
     set->n = 0;
 }
 

@@ -502,7 +502,7 @@ static int prepare(redis_store *r, const sluice_policy *p, const void *key, size
         }
         now_ms = sluice__store_time(&r->now_ms, now_ms);
     }
-    build(r, r->policies.items[id], key, key_len, cost, now_ms, k);
+    build(r, sluice__policy_item(&r->policies, id), key, key_len, cost, now_ms, k);
     return 0;
 }
 
