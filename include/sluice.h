@@ -376,8 +376,9 @@ typedef struct sluice_store_options {
 /* A store's counters: since it was opened (memory:, redis://), or since its
  * file was made (shm:, where every process's decisions count). */
 typedef struct sluice_stats {
-    int64_t keys;      /* keys held now                                    */
-    int64_t capacity;  /* max_keys                                         */
+    int64_t keys;      /* keys held now (Redis: DBSIZE, every name)        */
+    int64_t capacity;  /* keys it can hold: max_keys (shm: rounded up to
+                          whole buckets); -1 for Redis (its maxmemory)   */
     int64_t allowed;   /* decisions that admitted                          */
     int64_t denied;    /* decisions that denied                            */
     int64_t forgotten; /* fresh keys dropped, losslessly                   */

@@ -47,10 +47,13 @@
  * (The atomics must be lock-free: process-local fallback locks would not
  * work across processes; this is checked at compile time.)
  *
- * Room: a key lives in one bucket (by its hash). A new key in a full bucket
- * first takes the place of a fresh key there (fresh at <= store time:
- * forgetting it changes nothing), else on_full evicts the bucket's least
- * recently used key, or refuses. Time is CLOCK_MONOTONIC, one clock for
+ * Room: a key lives in one of two buckets chosen by its hash: the first
+ * while it has room, else the second (two choices fill a table almost to
+ * capacity, where one choice turns keys away from full buckets long
+ * before). A new key whose two buckets are full first takes the place of a
+ * fresh key there (fresh at <= store time: forgetting it changes nothing),
+ * else on_full evicts the least recently used of the two buckets' keys, or
+ * refuses. Time is CLOCK_MONOTONIC, one clock for
  * every process of the host; the store's time is the highest reading any
  * process brought (never backwards), and the boot id detects a reboot, after
  * which the file starts fresh. */
@@ -304,26 +307,53 @@ static int mem_eq(const slot *sl, uint64_t fp, uint64_t h, const void *key, size
            sl->key_len == len && memcmp(sl->key, key, len) == 0;
 }
 
-/* A slot for a new key in a full bucket, or NULL (refused). */
-static slot *make_room(shm_store *m, bucket_header *bh, int64_t now_ms) {
+/* A slot for a new key when its n (1 or 2) buckets are full, or NULL
+ * (refused): a fresh key's place first, else on_full. *home and *at say
+ * where the slot is. */
+static slot *make_room(shm_store *m, bucket_header **bhs, int n, int64_t now_ms, bucket_header **home,
+                       uint32_t *at) {
     slot *lru = NULL;
-    for (uint32_t i = 0; i < m->spb; i++) {
-        slot *sl = slot_at(m, bh, i);
-        if (sl->fresh_at_ms <= now_ms) {
-            atomic_store_explicit(&sl->used, 0, memory_order_release);
-            bh->tags[i] = 0;
-            bump(&bh->forgotten);
-            return sl;
+    for (int b = 0; b < n; b++) {
+        for (uint32_t i = 0; i < m->spb; i++) {
+            slot *sl = slot_at(m, bhs[b], i);
+            if (sl->fresh_at_ms <= now_ms) {
+                atomic_store_explicit(&sl->used, 0, memory_order_release);
+                bump(&bhs[b]->forgotten);
+                *home = bhs[b], *at = i;
+                return sl;
+            }
+            if (!lru || sl->last_use_ms < lru->last_use_ms) lru = sl, *home = bhs[b], *at = i;
         }
-        if (!lru || sl->last_use_ms < lru->last_use_ms) lru = sl;
     }
     if (m->on_full == SLUICE_ON_FULL_REFUSE) {
-        bump(&bh->refused);
+        bump(&bhs[0]->refused);
         return NULL;
     }
     atomic_store_explicit(&lru->used, 0, memory_order_release);
-    bump(&bh->evicted);
+    bump(&(*home)->evicted);
     return lru;
+}
+
+/* The key's slot in bucket bh (NULL when not there); notes the first free
+ * slot in *free_slot, *free_i (when none yet). */
+static slot *find_in(const shm_store *m, bucket_header *bh, uint32_t tag, uint64_t fp, uint64_t h,
+                     const void *key, size_t len, slot **free_slot, bucket_header **free_home,
+                     uint32_t *free_i) {
+    for (uint32_t i = 0; i < m->spb; i++) {
+        slot *x = slot_at(m, bh, i);
+        if (bh->tags[i] == tag && mem_eq(x, fp, h, key, len)) return x;
+        if (!*free_slot && atomic_load_explicit(&x->used, memory_order_relaxed) == 0)
+            *free_slot = x, *free_home = bh, *free_i = i;
+    }
+    return NULL;
+}
+
+/* Bucket time, kept as now - SLUICE_TIME_MIN_MS (0, a new file's, is "none
+ * yet"): the store's time as this bucket has seen it, raised to now_ms. */
+static int64_t bucket_time(bucket_header *bh, int64_t now_ms) {
+    if (now_ms < bh->now_ms + SLUICE_TIME_MIN_MS) return bh->now_ms + SLUICE_TIME_MIN_MS;
+    bh->now_ms = now_ms - SLUICE_TIME_MIN_MS;
+    return now_ms;
 }
 
 static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t len,
@@ -343,30 +373,51 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     uint64_t k[2] = {m->hdr->seed[0] ^ sp->fp, m->hdr->seed[1]};
     uint64_t h = sluice__siphash13(k, key, len);
     uint32_t tag = (uint32_t)(h >> 32) | 1;
-    bucket_header *bh = bucket_at(m, (uint64_t)(((unsigned __int128)h * m->buckets) >> 64));
+    /* two buckets may hold the key: the first choice, where keys go while
+     * it has room, and the second; every key is looked for in the first
+     * under its lock alone, and in both (locked in order) only when not
+     * found there, which is also where new keys are placed */
+    uint64_t b1 = (uint64_t)(((unsigned __int128)h * m->buckets) >> 64);
+    uint64_t b2 = (uint64_t)(((unsigned __int128)((h << 32) | (h >> 32)) * m->buckets) >> 64);
+    bucket_header *locked[2] = {bucket_at(m, b1), NULL}, *bh = locked[0];
     bucket_lock(bh);
-    /* bucket time is kept as now - SLUICE_TIME_MIN_MS: 0 (a new file) is "none yet" */
-    if (now_ms < bh->now_ms + SLUICE_TIME_MIN_MS) now_ms = bh->now_ms + SLUICE_TIME_MIN_MS;
-    else bh->now_ms = now_ms - SLUICE_TIME_MIN_MS;
-    slot *sl = NULL, *free_slot = NULL;
+    now_ms = bucket_time(bh, now_ms);
+    slot *free_slot = NULL;
+    bucket_header *free_home = NULL;
     uint32_t free_i = 0;
-    for (uint32_t i = 0; i < m->spb && !sl; i++) {
-        slot *x = slot_at(m, bh, i);
-        if (bh->tags[i] == tag && mem_eq(x, sp->fp, h, key, len)) sl = x;
-        else if (!free_slot && atomic_load_explicit(&x->used, memory_order_relaxed) == 0) free_slot = x, free_i = i;
+    slot *sl = find_in(m, bh, tag, sp->fp, h, key, len, &free_slot, &free_home, &free_i);
+    int n_locked = 1;
+    if (!sl && b2 != b1) {
+        bucket_unlock(bh);
+        locked[0] = bucket_at(m, b1 < b2 ? b1 : b2);
+        locked[1] = bucket_at(m, b1 < b2 ? b2 : b1);
+        bucket_lock(locked[0]);
+        bucket_lock(locked[1]);
+        n_locked = 2;
+        now_ms = bucket_time(locked[1], bucket_time(locked[0], now_ms));
+        now_ms = bucket_time(locked[0], now_ms); /* both at the later of the two */
+        free_slot = NULL;
+        bucket_header *first = bucket_at(m, b1), *second = bucket_at(m, b2);
+        sl = find_in(m, first, tag, sp->fp, h, key, len, &free_slot, &free_home, &free_i);
+        bh = first;
+        if (!sl) {
+            sl = find_in(m, second, tag, sp->fp, h, key, len, &free_slot, &free_home, &free_i);
+            if (sl) bh = second;
+        }
     }
     int is_new = sl == NULL;
     if (is_new) {
         if (!free_slot) {
-            free_slot = make_room(m, bh, now_ms);
+            bucket_header *order[2] = {bucket_at(m, b1), bucket_at(m, b2)};
+            free_slot = make_room(m, order, b2 != b1 ? 2 : 1, now_ms, &free_home, &free_i);
             if (!free_slot) {
-                bucket_unlock(bh);
-                sluice__store_errf(s, "shm store is full of keys that are not fresh (bucket of %u)", m->spb);
+                for (int i = n_locked - 1; i >= 0; i--) bucket_unlock(locked[i]);
+                sluice__store_errf(s, "shm store is full of keys that are not fresh (buckets of %u)", m->spb);
                 return SLUICE_EFULL;
             }
-            free_i = (uint32_t)(((uint8_t *)free_slot - (uint8_t *)bh - m->bucket_header_bytes) / m->slot_bytes);
         }
         sl = free_slot;
+        bh = free_home;
         /* write it whole, then the tag (a hint), then "used" */
         sl->hash = h;
         sl->key_len = (uint32_t)len;
@@ -387,7 +438,7 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     size_t g = 0;
     rc = sluice__policy_decide(&sp->policy, st, now_ms, cost, d, &g);
     if (rc == SLUICE__EGROW) { /* cannot happen: spolicy_init sized the logs */
-        bucket_unlock(bh);
+        for (int i = n_locked - 1; i >= 0; i--) bucket_unlock(locked[i]);
         sluice__store_errf(s, "sliding log full in shm slot");
         return SLUICE_ESTORE;
     }
@@ -400,7 +451,7 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
         bump(&bh->denied);
     }
     sl->last_use_ms = now_ms;
-    bucket_unlock(bh);
+    for (int i = n_locked - 1; i >= 0; i--) bucket_unlock(locked[i]);
     sluice__decision_lag(d, now_ms - reading_ms);
     return 0;
 }
