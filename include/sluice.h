@@ -294,14 +294,24 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  * chosen by URL, not by code:
  *   "memory:"            in-process (the default), e.g.
  *                        "memory:?max_keys=100000&on_full=refuse"
+ *   "shm:PATH"           a shared-memory file: the processes of one host
+ *                        share the limits (see below)
  *   "redis://HOST:PORT[/DB]"                     one Redis server, and
  *   "redis-cluster://HOST:PORT[,HOST:PORT...]"   Redis Cluster: many hosts
- *                        share the limits (link libsluice-redis: pkg-config
- *                        sluice-redis, or CMake sluice::sluice_redis; the core
- *                        library itself never links hiredis)
+ *                        share the limits. The Redis store is libsluice-redis
+ *                        (the core never links hiredis): link it (pkg-config
+ *                        sluice-redis, CMake sluice::sluice_redis), or just
+ *                        have it installed: the core loads
+ *                        libsluice-redis.so.0 when a Redis URL is opened.
  * URL query parameters override the options struct. Unknown or malformed
  * parameters are SLUICE_EINVAL, with a message naming them.
  *   memory:   max_keys=N, on_full=evict|refuse
+ *   shm:      max_keys=N (default 100,000), on_full=evict|refuse,
+ *             key_bytes=N (longest key, default 64), state_bytes=N (state
+ *             per key, default 128): fixed when the file is made; the file
+ *             is created 0600 and refused when it belongs to another user,
+ *             is open to others, or is not an intact sluice file. A key
+ *             lives in one of two 16-slot buckets; "full" is those two.
  *   redis:    timeout_ms=N (per command, default 100), connect_timeout_ms=N
  *             (200), on_error=allow|deny|error (allow), clock=server|client
  *             (server: the script reads Redis's TIME, so hosts with skewed
@@ -330,8 +340,9 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  * or evicted in time). So a state is only ever read by the algorithm and
  * parameters that wrote it.
  *
- * Time: a store's time never runs backwards. A reading below the highest one
- * the store has seen is decided as that highest reading, and the decision's
+ * Time: a store's time never runs backwards: it is the highest reading at
+ * which the store admitted a request (denials and errors leave it alone). A
+ * reading below it is decided as that time, and the decision's
  * waits (retry_after_ms, reset_ms, delay_ms, when not 0) then count from the
  * reading given, so sleeping them on the caller's clock is exactly enough.
  * This is what lets a store forget a fresh key without changing any later
@@ -388,8 +399,10 @@ typedef struct sluice_stats {
     int64_t reconnects; /* remote stores: connections made after a failure */
 } sluice_stats;
 
-/* Opens the store named by url. Errors: SLUICE_EINVAL (bad URL or option),
- * SLUICE_ENOMEM. *out is NULL on failure. */
+/* Opens the store named by url. Errors: SLUICE_EINVAL (bad URL or option, a
+ * shm file that cannot be used), SLUICE_ENOMEM (also a shm file that cannot
+ * be mapped), SLUICE_ESTORE (no Redis Cluster seed answered). *out is NULL
+ * on failure. */
 SLUICE_EXTERN int sluice_store_open(const char *url, const sluice_store_options *opts,
                                     sluice_store **out);
 /* The same, with a message saying what was wrong in err (NUL-terminated,
@@ -398,9 +411,12 @@ SLUICE_EXTERN int sluice_store_open_err(const char *url, const sluice_store_opti
                                         sluice_store **out, char *err, size_t errlen);
 /* Decides a request of cost for key under policy p, at the store's clock.
  * Returns 0 with *out filled; SLUICE_ECOST (cost < 1 or above a part's
- * limit), SLUICE_EINVAL (NULL arguments, key length 0 or > SLUICE_KEY_MAX, a
- * reading outside the accepted range), SLUICE_EFULL (a new key, a full store
- * and on_full=refuse), SLUICE_ENOMEM. Errors and denials change no state. */
+ * limit), SLUICE_EINVAL (NULL arguments, key length 0 or > SLUICE_KEY_MAX or
+ * the store's own limit, a reading outside the accepted range, a policy this
+ * store cannot hold: see the parameters above), SLUICE_EFULL (a new key, a
+ * full store and on_full=refuse; or more than 4096 policies in one store),
+ * SLUICE_ESTORE (a Redis failure with on_error=error), SLUICE_ENOMEM. Errors
+ * and denials change no state. */
 SLUICE_EXTERN int sluice_store_acquire(sluice_store *s, const sluice_policy *p, const void *key,
                                        size_t key_len, int64_t cost, sluice_decision *out);
 /* The same at the caller's reading now_ms of the store's clock. */
@@ -430,8 +446,9 @@ SLUICE_EXTERN int sluice_store_acquire_many(sluice_store *s, const sluice_reques
                                             sluice_decision *out, int *results);
 /* Fills *out. Errors: SLUICE_EINVAL for NULL arguments. */
 SLUICE_EXTERN int sluice_store_stats(sluice_store *s, sluice_stats *out);
-/* The message of the calling thread's last failed call on s (for remote
- * stores, the server's own words); "" when there is none. Per thread, so it
+/* The message of the calling thread's last failed call on s, or of its last
+ * decision that a remote store could not enforce (the server's own words);
+ * "" when there is none. Per thread, so it
  * is safe while other threads use s; valid until this thread's next call. */
 SLUICE_EXTERN const char *sluice_store_errmsg(const sluice_store *s);
 /* The store's URL scheme name ("memory"). */

@@ -15,6 +15,13 @@
 
 typedef __int128 sluice__i128;
 
+/* The few internal functions libsluice-redis.so calls in libsluice.so: they
+ * are exported (tests/test_symbols.sh lists them), and are no API: the two
+ * libraries of one version go together. */
+#define SLUICE__SHARED __attribute__((visibility("default")))
+/* libsluice-redis.so's SONAME version, loaded on demand (store.c) */
+#define SLUICE__SOVERSION "0"
+
 /* ---- division by an invariant divisor, as a multiply (Granlund and
  * Montgomery, "Division by invariant integers using multiplication", 1994,
  * fig. 4.1): exact for every uint64_t n, about a third of a divide's time. */
@@ -182,6 +189,10 @@ extern const sluice__algo sluice__sliding_log;
 /* Makes room for one more entry (doubling, at most max_entries). Returns 0 or
  * SLUICE_ENOMEM (the log unchanged). */
 int sluice__log_reserve(sluice__log *log, int64_t max_entries);
+/* The most entries a log of these parameters ever holds: min(L, W). */
+static inline int64_t sluice__log_max_entries(const sluice__params *p) {
+    return p->limit < p->window_ms ? p->limit : p->window_ms;
+}
 void sluice__log_free(sluice__log *log);
 
 /* ---- "config.c" ---- */
@@ -291,7 +302,7 @@ struct sluice_store {
     const sluice_clock *clock;
 };
 /* Sets the calling thread's message for sluice_store_errmsg(s). */
-void sluice__store_errf(const sluice_store *s, const char *fmt, ...)
+SLUICE__SHARED void sluice__store_errf(const sluice_store *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
 /* The policies a store has met, each with the store's own data about it.
@@ -317,22 +328,27 @@ typedef struct {
 } sluice__policy_set;
 /* The id of p in set (registering it). Errors: SLUICE_EFULL (too many
  * policies), SLUICE_ENOMEM, or init's error; messages via store s. */
-int sluice__policy_set_id(sluice__policy_set *set, const sluice_store *s, const sluice_policy *p,
-                          unsigned *id);
-void sluice__policy_set_free(sluice__policy_set *set);
+SLUICE__SHARED int sluice__policy_set_id(sluice__policy_set *set, const sluice_store *s,
+                                         const sluice_policy *p, unsigned *id);
+SLUICE__SHARED void sluice__policy_set_free(sluice__policy_set *set);
 /* Item id (an id sluice__policy_set_id gave: no lock needed). */
 static inline void *sluice__policy_item(const sluice__policy_set *set, unsigned id) {
     return set->chunks[id / SLUICE__POLICY_CHUNK][id % SLUICE__POLICY_CHUNK];
 }
 
-/* Store time: raises *high to now_ms (atomically; written only when it
- * grows) and returns the store's time, max(now_ms, *high). */
+/* Store time: the highest reading at which the store admitted something.
+ * A decision is made at max(reading, *high); only an admission raises
+ * *high (atomically, written only when it grows), so a denied or failed
+ * call changes nothing. */
 static inline int64_t sluice__store_time(_Atomic int64_t *high, int64_t now_ms) {
+    int64_t h = atomic_load_explicit(high, memory_order_relaxed);
+    return now_ms > h ? now_ms : h;
+}
+static inline void sluice__store_time_raise(_Atomic int64_t *high, int64_t now_ms) {
     int64_t h = atomic_load_explicit(high, memory_order_relaxed);
     while (now_ms > h && !atomic_compare_exchange_weak_explicit(high, &h, now_ms, memory_order_relaxed,
                                                                 memory_order_relaxed)) {
     }
-    return now_ms > h ? now_ms : h;
 }
 /* A decision made at store time, told from a reading lag_ms behind it: its
  * waits are longer by the lag (zero stays zero), so that sleeping them on
@@ -345,10 +361,10 @@ static inline void sluice__decision_lag(sluice_decision *d, int64_t lag_ms) {
 }
 
 /* Reads URL parameter i as an integer in lo..hi into *out, or explains. */
-int sluice__url_int(const sluice__url *url, size_t i, int64_t lo, int64_t hi, int64_t *out,
-                    char *err, size_t errlen);
+SLUICE__SHARED int sluice__url_int(const sluice__url *url, size_t i, int64_t lo, int64_t hi,
+                                   int64_t *out, char *err, size_t errlen);
 /* Whether URL parameter i is named name. */
-int sluice__url_is(const sluice__url *url, size_t i, const char *name);
+SLUICE__SHARED int sluice__url_is(const sluice__url *url, size_t i, const char *name);
 
 /* ---- "store/shm.c" ---- */
 extern const sluice__store_ops sluice__shm_store;
@@ -365,11 +381,11 @@ int sluice__memory_store_holds(sluice_store *s, const sluice_policy *p, const vo
 /* SipHash of data under the 128-bit key: 1-3 for stores, 2-4 for tests
  * against the published vectors. */
 uint64_t sluice__siphash13(const uint64_t key[2], const void *data, size_t len);
-uint64_t sluice__siphash24(const uint64_t key[2], const void *data, size_t len);
+SLUICE__SHARED uint64_t sluice__siphash24(const uint64_t key[2], const void *data, size_t len);
 
 /* ---- "error.c" ---- */
 /* snprintf into err (when err && errlen), like a message channel. */
-void sluice__errf(char *err, size_t errlen, const char *fmt, ...)
+SLUICE__SHARED void sluice__errf(char *err, size_t errlen, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 #endif /* SLUICE_INTERNAL_H */

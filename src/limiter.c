@@ -39,17 +39,13 @@ struct sluice_limiter {
 
 /* ---- the locked path ---- */
 
-static int64_t log_max_entries(const sluice__params *p) {
-    return p->limit < p->window_ms ? p->limit : p->window_ms;
-}
-
 /* Decides with the lock held. */
 static int decide_locked(sluice_limiter *l, int64_t cost, int64_t now_ms, sluice_decision *d) {
     for (;;) {
         size_t g = 0;
         int rc = sluice__policy_decide(&l->policy, l->st, now_ms, cost, d, &g);
         if (rc != SLUICE__EGROW) return rc;
-        rc = sluice__log_reserve(&l->st[g].log, log_max_entries(&l->policy.params[g]));
+        rc = sluice__log_reserve(&l->st[g].log, sluice__log_max_entries(&l->policy.params[g]));
         if (rc) return rc;
     }
 }

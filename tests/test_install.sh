@@ -122,6 +122,67 @@ else
     fi
 fi
 
+# 3. libsluice-redis, when it was built: a program that links it (shared,
+# both ways) opens redis:// URLs through the core's weak reference. Port 1
+# refuses connections, so with on_error=error the decision is SLUICE_ESTORE:
+# proof that the Redis store itself answered.
+if [ -e "$libdir/libsluice-redis.so" ]; then
+    cat >"$tmp/consumer/redis.c" <<'EOF'
+#include <sluice.h>
+#include <stdio.h>
+#include <string.h>
+
+int main(void) {
+    sluice_store *s;
+    sluice_policy *p;
+    sluice_decision d;
+    char err[256] = "";
+    if (sluice_store_open_err("redis://127.0.0.1:1?on_error=error&connect_timeout_ms=100", NULL, &s,
+                              err, sizeof err) != 0) {
+        printf("open: %s\n", err);
+        return 1;
+    }
+    sluice_policy_parse("p", "token-bucket capacity=1 rate=1/s", &p, err, sizeof err);
+    int rc = sluice_store_acquire(s, p, "k", 1, 1, &d);
+    printf("sluice %s %s\n", sluice_version(), sluice_err_name(rc));
+    sluice_store_close(s);
+    sluice_policy_free(p);
+    return rc != SLUICE_ESTORE;
+}
+EOF
+    check_redis() {
+        local name=$1 exe=$2 out
+        if ! out=$(LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$exe" 2>&1); then
+            fail "$name: $out"
+        else
+            echo "ok   $name: $out"
+        fi
+    }
+    if flags=$(PKG_CONFIG_PATH="$(dirname "$pc")" pkg-config --cflags --libs sluice-redis) &&
+       run "$tmp/redis-pc-build.log" "$cc" $san "$tmp/consumer/redis.c" -o "$tmp/consumer_redis_pc" $flags; then
+        check_redis "pkg-config sluice-redis" "$tmp/consumer_redis_pc"
+    else
+        fail "pkg-config sluice-redis: the consumer did not build (see $tmp/redis-pc-build.log: $(tail -3 "$tmp/redis-pc-build.log" 2>/dev/null))"
+    fi
+    mkdir -p "$tmp/rconsumer"
+    cp "$tmp/consumer/redis.c" "$tmp/rconsumer/main.c"
+    cat >"$tmp/rconsumer/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.16)
+project(sluice_redis_consumer C)
+find_package(sluice 0.1 REQUIRED)
+add_executable(consumer_redis main.c)
+target_link_libraries(consumer_redis PRIVATE sluice::sluice_redis)
+EOF
+    if run "$tmp/rcmake-configure.log" "$cmake_bin" -S "$tmp/rconsumer" -B "$tmp/rconsumer/build" \
+           -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$san" \
+           -DCMAKE_EXE_LINKER_FLAGS="$san" &&
+       run "$tmp/rcmake-build.log" "$cmake_bin" --build "$tmp/rconsumer/build"; then
+        check_redis "find_package sluice::sluice_redis" "$tmp/rconsumer/build/consumer_redis"
+    else
+        fail "find_package sluice::sluice_redis: the consumer did not build ($(tail -3 "$tmp/rcmake-build.log" "$tmp/rcmake-configure.log" 2>/dev/null))"
+    fi
+fi
+
 if [ "$failures" -ne 0 ]; then
     echo "test_install: $failures failure(s)" >&2
     exit 1

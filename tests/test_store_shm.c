@@ -452,7 +452,7 @@ static long conformance(uint64_t seed, long steps, const char *shm_u, const char
         int rc_m = sluice_store_acquire_at(mem, r.pol[t.sp], key_buf[t.key], key_len[t.key], t.cost, t.now, &gm);
         int rc_r = sluice_acquire_at(r.ref[t.sp][t.key], t.cost, eff, &want);
         sluice__decision_lag(&want, eff - t.now); /* waits count from the reading */
-        if (rc == 0) high = eff;
+        if (rc == 0 && got.allowed) high = eff; /* store time: the highest admitted at */
         if (rc != rc_m || rc != rc_r) {
             fprintf(stderr, "seed %llu step %ld: %s key %zu: rc shm %d (%s), memory %d, reference %d\n",
                     (unsigned long long)seed, step, specs[t.sp], t.key, rc, sluice_store_errmsg(h), rc_m, rc_r);
@@ -572,7 +572,7 @@ TEST(lossless_forgetting_one_bucket) {
         int rc_r = sluice_acquire_at(r.ref[t.sp][t.key], t.cost, eff, &want);
         if (rc_r == 0 && want.allowed) fresh_at[t.sp][t.key] = eff + want.reset_ms;
         sluice__decision_lag(&want, eff - t.now); /* waits count from the reading */
-        if (rc == 0) high = eff;
+        if (rc == 0 && got.allowed) high = eff; /* store time: the highest admitted at */
         if (rc != rc_r) {
             fprintf(stderr, "step %ld: %s key %zu: rc %d (%s), reference %d\n", step, specs[t.sp], t.key,
                     rc, sluice_store_errmsg(s), rc_r);
@@ -1185,7 +1185,7 @@ TEST(lagging_process_decides_at_store_time) {
         }
         sluice_acquire_at(ref[pi][key], 1, eff, &want);
         sluice__decision_lag(&want, eff - reading); /* waits count from the reading */
-        if (rc == 0) high = eff;
+        if (rc == 0 && got.allowed) high = eff; /* store time: the highest admitted at */
         if (rc != 0 || !same(&got, &want)) {
             fprintf(stderr, "step %ld (%s, reading %lld, store time %lld): %s k%d rc %d\n", step,
                     lag ? "lagger" : "leader", (long long)reading, (long long)eff, lag_specs[pi], key, rc);

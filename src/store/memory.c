@@ -250,18 +250,38 @@ none_fresh:
 }
 
 /* Adds a fresh entry for the key (which is not there). */
+static void free_parts(const registered *r, sluice__state *parts) {
+    for (size_t i = 0; parts && i < r->policy.n_parts; i++)
+        if (r->policy.algo[i] == &sluice__sliding_log) sluice__log_free(&parts[i].log);
+    free(parts);
+}
+
 static int insert(memory_store *m, shard *sh, const registered *r, uint64_t h, unsigned pid,
                   const void *key, size_t len, int64_t now_ms, entry **out) {
-    if (sh->count == sh->cap) {
-        int rc = make_room(m, sh, now_ms);
-        if (rc) return rc;
-    }
+    /* memory first: a failure must not have evicted anything */
     uint8_t *heap_key = NULL;
     sluice__state *parts = NULL;
     if (len > INLINE_KEY && !(heap_key = malloc(len))) return SLUICE_ENOMEM;
-    if (!r->inline_state && !(parts = calloc(r->policy.n_parts, sizeof *parts))) {
-        free(heap_key);
-        return SLUICE_ENOMEM;
+    if (!r->inline_state) {
+        int rc = (parts = calloc(r->policy.n_parts, sizeof *parts)) ? 0 : SLUICE_ENOMEM;
+        for (size_t i = 0; rc == 0 && i < r->policy.n_parts; i++) {
+            r->policy.algo[i]->init(&r->policy.params[i], &parts[i]);
+            if (r->policy.algo[i] == &sluice__sliding_log) /* room for the first admission */
+                rc = sluice__log_reserve(&parts[i].log, sluice__log_max_entries(&r->policy.params[i]));
+        }
+        if (rc) {
+            free_parts(r, parts);
+            free(heap_key);
+            return rc;
+        }
+    }
+    if (sh->count == sh->cap) {
+        int rc = make_room(m, sh, now_ms);
+        if (rc) {
+            free_parts(r, parts);
+            free(heap_key);
+            return rc;
+        }
     }
     uint32_t idx;
     if (sh->free_head) {
@@ -283,8 +303,6 @@ static int insert(memory_store *m, shard *sh, const registered *r, uint64_t h, u
     }
     if (parts) {
         e->st.parts = parts;
-        for (size_t i = 0; i < r->policy.n_parts; i++)
-            r->policy.algo[i]->init(&r->policy.params[i], &parts[i]);
     } else {
         sluice__state fresh;
         r->policy.algo[0]->init(&r->policy.params[0], &fresh);
@@ -318,8 +336,7 @@ static int decide(registered *r, entry *e, int64_t cost, int64_t now_ms, sluice_
     for (;;) {
         int rc = sluice__policy_decide(&r->policy, e->st.parts, now_ms, cost, d, &g);
         if (rc != SLUICE__EGROW) return rc;
-        const sluice__params *p = &r->policy.params[g];
-        rc = sluice__log_reserve(&e->st.parts[g].log, p->limit < p->window_ms ? p->limit : p->window_ms);
+        rc = sluice__log_reserve(&e->st.parts[g].log, sluice__log_max_entries(&r->policy.params[g]));
         if (rc) return rc;
     }
 }
@@ -339,7 +356,6 @@ static int mem_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     sluice__lock_take(&sh->lock);
     /* and per shard, for readings that raced past each other above */
     if (now_ms < sh->now_ms) now_ms = sh->now_ms;
-    else sh->now_ms = now_ms;
     entry *e = find(sh, h, pid, key, len);
     int is_new = e == NULL;
     if (is_new && (rc = insert(m, sh, r, h, pid, key, len, now_ms, &e)) != 0) {
@@ -351,8 +367,13 @@ static int mem_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
         remove_entry(m, sh, e);
     } else if (rc == 0) {
         e->ref = 1;
-        if (d->allowed) sh->allowed++;
-        else sh->denied++;
+        if (d->allowed) {
+            sh->allowed++;
+            sh->now_ms = now_ms; /* >= what it was: see above */
+            sluice__store_time_raise(&m->now_ms, now_ms);
+        } else {
+            sh->denied++;
+        }
         if (is_new && now_ms + d->reset_ms < sh->next_fresh_ms) sh->next_fresh_ms = now_ms + d->reset_ms;
     }
     sluice__lock_give(&sh->lock);

@@ -349,11 +349,9 @@ static slot *find_in(const shm_store *m, bucket_header *bh, uint32_t tag, uint64
 }
 
 /* Bucket time, kept as now - SLUICE_TIME_MIN_MS (0, a new file's, is "none
- * yet"): the store's time as this bucket has seen it, raised to now_ms. */
-static int64_t bucket_time(bucket_header *bh, int64_t now_ms) {
-    if (now_ms < bh->now_ms + SLUICE_TIME_MIN_MS) return bh->now_ms + SLUICE_TIME_MIN_MS;
-    bh->now_ms = now_ms - SLUICE_TIME_MIN_MS;
-    return now_ms;
+ * yet"): the highest reading this bucket admitted at. max(now_ms, it). */
+static int64_t bucket_time(const bucket_header *bh, int64_t now_ms) {
+    return now_ms < bh->now_ms + SLUICE_TIME_MIN_MS ? bh->now_ms + SLUICE_TIME_MIN_MS : now_ms;
 }
 
 static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t len,
@@ -395,7 +393,6 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
         bucket_lock(locked[1]);
         n_locked = 2;
         now_ms = bucket_time(locked[1], bucket_time(locked[0], now_ms));
-        now_ms = bucket_time(locked[0], now_ms); /* both at the later of the two */
         free_slot = NULL;
         bucket_header *first = bucket_at(m, b1), *second = bucket_at(m, b2);
         sl = find_in(m, first, tag, sp->fp, h, key, len, &free_slot, &free_home, &free_i);
@@ -447,6 +444,8 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
         sl->fresh_at_ms = now_ms + d->reset_ms; /* before the flip: never early */
         atomic_store_explicit(&sl->current, !cur, memory_order_release);
         bump(&bh->allowed);
+        for (int i = 0; i < n_locked; i++) locked[i]->now_ms = now_ms - SLUICE_TIME_MIN_MS;
+        sluice__store_time_raise(&m->hdr->now_ms, now_ms);
     } else {
         bump(&bh->denied);
     }

@@ -4,22 +4,32 @@
  * small const table of operations (sluice__store_ops). */
 #include "internal.h"
 
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* The Redis store lives in libsluice-redis, linked only by those who use it:
- * its table is found through a weak reference. */
+/* The Redis store lives in libsluice-redis, so that only its users link
+ * hiredis. Its tables are found through weak references when it is linked
+ * in (a static link: its pkg-config and CMake target make sure it is), else
+ * by loading libsluice-redis.so.0 when a Redis URL is first opened (a
+ * shared link may have been dropped by --as-needed, or never made). */
 extern const sluice__store_ops sluice_redis_store __attribute__((weak));
 extern const sluice__store_ops sluice_redis_cluster_store __attribute__((weak));
+
+static const sluice__store_ops *redis_kind(const sluice__store_ops *linked, const char *symbol) {
+    if (linked) return linked;
+    void *lib = dlopen("libsluice-redis.so." SLUICE__SOVERSION, RTLD_NOW | RTLD_GLOBAL); /* kept */
+    return lib ? (const sluice__store_ops *)dlsym(lib, symbol) : NULL;
+}
 
 static const sluice__store_ops *kind_named(const char *scheme) {
     if (strcmp(scheme, "memory") == 0) return &sluice__memory_store;
     if (strcmp(scheme, "shm") == 0) return &sluice__shm_store;
-    if (strcmp(scheme, "redis") == 0 && &sluice_redis_store) return &sluice_redis_store;
-    if (strcmp(scheme, "redis-cluster") == 0 && &sluice_redis_cluster_store)
-        return &sluice_redis_cluster_store;
+    if (strcmp(scheme, "redis") == 0) return redis_kind(&sluice_redis_store, "sluice_redis_store");
+    if (strcmp(scheme, "redis-cluster") == 0)
+        return redis_kind(&sluice_redis_cluster_store, "sluice_redis_cluster_store");
     return NULL;
 }
 
@@ -195,8 +205,9 @@ int sluice_store_open_err(const char *url_text, const sluice_store_options *opts
     const sluice__store_ops *kind = kind_named(url.scheme);
     if (!kind) {
         if (!strcmp(url.scheme, "redis") || !strcmp(url.scheme, "redis-cluster"))
-            sluice__errf(err, errlen, "store URL scheme \"%s\" needs libsluice-redis: link it "
-                         "(pkg-config sluice-redis, or CMake sluice::sluice_redis)", url.scheme);
+            sluice__errf(err, errlen, "store URL scheme \"%s\" needs libsluice-redis, which is "
+                         "neither linked in nor installed (libsluice-redis.so.%s)", url.scheme,
+                         SLUICE__SOVERSION);
         else
             sluice__errf(err, errlen, "store URL scheme \"%s\" is unknown (expected memory:, "
                          "shm:PATH, redis:// or redis-cluster://)", url.scheme);

@@ -377,7 +377,7 @@ static int load_script(redisContext *c, char *why, size_t whylen) {
 /* Reads the script's reply into d: 0, or -1 with why. With the client's
  * clock, waits count from the caller's reading (the script's element 8 is
  * the time it decided at). */
-static int read_decision(const redis_store *r, const call *k, redisReply *reply, sluice_decision *d,
+static int read_decision(redis_store *r, const call *k, redisReply *reply, sluice_decision *d,
                          char *why, size_t whylen) {
     if (reply->type == REDIS_REPLY_ERROR) {
         snprintf(why, whylen, "%s", reply->str);
@@ -400,7 +400,10 @@ static int read_decision(const redis_store *r, const call *k, redisReply *reply,
     d->delay_ms = reply->element[4]->integer;
     d->limit = reply->element[5]->integer;
     d->part = (int32_t)reply->element[6]->integer;
-    if (r->client_clock) sluice__decision_lag(d, reply->element[7]->integer - k->reading_ms);
+    if (r->client_clock) {
+        if (d->allowed) sluice__store_time_raise(&r->now_ms, reply->element[7]->integer);
+        sluice__decision_lag(d, reply->element[7]->integer - k->reading_ms);
+    }
     return 0;
 }
 
@@ -408,9 +411,19 @@ static node *node_for(redis_store *r, unsigned slot) {
     return r->nodes[r->cluster ? atomic_load_explicit(&r->slots[slot], memory_order_acquire) : 0];
 }
 
+/* Whether a reply proves the server did not run the call (so it may be
+ * sent again): NOSCRIPT, MOVED, ASK, TRYAGAIN. */
+static int not_run(const redisReply *reply) {
+    return reply->type == REDIS_REPLY_ERROR &&
+           (!strncmp(reply->str, "NOSCRIPT", 8) || !strncmp(reply->str, "MOVED ", 6) ||
+            !strncmp(reply->str, "ASK ", 4) || !strncmp(reply->str, "TRYAGAIN", 8));
+}
+
 /* Sends one call, following NOSCRIPT (load, again), MOVED (learn, again)
- * and ASK (ASKING there, once); a broken connection in a cluster refreshes
- * the slot map and tries once more. The reply, or NULL with why. */
+ * and ASK (ASKING there, once), TRYAGAIN (within the timeout): replies that
+ * prove the server did not run it. A call that may have run (the
+ * connection broke after sending) is never sent again. The reply, or NULL
+ * with why. */
 static redisReply *send_call(redis_store *r, call *k, char *why, size_t whylen) {
     int ask = -1;
     int64_t start = real_ms(), pause = 1;
@@ -430,8 +443,13 @@ static redisReply *send_call(redis_store *r, call *k, char *why, size_t whylen) 
         }
         redisReply *reply = run(c, k->argc, k->argv, k->lens, why, whylen);
         if (!reply) {
+            /* sent, maybe run: sending it again could charge it twice, so
+             * this call fails; a cluster learns its slots for the next */
             give(n, c, 1);
-            if (r->cluster && refresh_slots(r, why, whylen) == 0 && attempt < 2) continue;
+            if (r->cluster) {
+                char ignored[256];
+                refresh_slots(r, ignored, sizeof ignored);
+            }
             return NULL;
         }
         if (reply->type == REDIS_REPLY_ERROR && !strncmp(reply->str, "NOSCRIPT", 8)) {
@@ -559,16 +577,23 @@ static void redis_acquire_many(sluice_store *s, const sluice_request *reqs, size
             if (pending[i] && node_for(r, calls[i].slot) == nd)
                 redisAppendCommandArgv(c, calls[i].argc, calls[i].argv, calls[i].lens);
         int broken = 0;
-        for (size_t i = 0; i < n && !broken; i++) {
+        for (size_t i = 0; i < n; i++) {
             if (!pending[i] || node_for(r, calls[i].slot) != nd) continue;
             void *v = NULL;
-            if (redisGetReply(c, &v) != REDIS_OK || !v) {
+            if (broken || redisGetReply(c, &v) != REDIS_OK || !v) {
+                /* sent, maybe run: failed, never sent twice */
+                if (!broken) snprintf(why, sizeof why, "%s", c->errstr[0] ? c->errstr : "connection lost");
                 broken = 1;
-                break;
+                results[i] = failed(r, why, &out[i]);
+                pending[i] = 0;
+                continue;
             }
             redisReply *reply = v;
             if (read_decision(r, &calls[i], reply, &out[i], why, sizeof why) == 0) {
                 count(r, &out[i]);
+                pending[i] = 0;
+            } else if (!not_run(reply)) { /* an error the script may have met mid-way */
+                results[i] = failed(r, why, &out[i]);
                 pending[i] = 0;
             }
             freeReplyObject(reply);
