@@ -70,6 +70,9 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <stdatomic.h>
+
+#include "bench_util.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <x86intrin.h>
@@ -89,91 +92,6 @@ enum { N_RUNS = 5 };
 
 static volatile uint64_t sink; /* results go here: nothing is dead code */
 static int failed;             /* something errored: exit 1 */
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-/* The CPUs threads are pinned to: the first two this process may use. */
-static int n_cpus, cpu_of[2];
-
-static void pin_to(int i) {
-    if (n_cpus < 2) return;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu_of[i], &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* best effort */
-}
-
-/* Runs n operations per thread on nthreads (1 or 2) threads. tid is 0 or 1. */
-typedef void (*work_fn)(void *ctx, int tid, uint64_t n);
-
-typedef struct {
-    work_fn fn;
-    void *ctx;
-    int tid;
-    uint64_t n;
-    atomic_int *arrived;
-    int64_t t0, t1;
-} worker;
-
-static void *worker_main(void *arg) {
-    worker *w = arg;
-    pin_to(w->tid);
-    atomic_fetch_add(w->arrived, 1);
-    for (unsigned i = 0; atomic_load(w->arrived) < 2; i++) {
-        if (i < 1000) cpu_relax();
-        else sched_yield();
-    }
-    w->t0 = now_ns();
-    w->fn(w->ctx, w->tid, w->n);
-    w->t1 = now_ns();
-    return NULL;
-}
-
-/* Wall ns for n operations on each of nthreads threads. With 2, from the
- * first thread's start to the last one's end (both start together). */
-static int64_t timed(work_fn fn, void *ctx, int nthreads, uint64_t n) {
-    if (nthreads == 1) {
-        int64_t t0 = now_ns();
-        fn(ctx, 0, n);
-        return now_ns() - t0;
-    }
-    atomic_int arrived = 0;
-    worker w[2];
-    pthread_t th[2];
-    for (int i = 0; i < 2; i++) {
-        w[i] = (worker){.fn = fn, .ctx = ctx, .tid = i, .n = n, .arrived = &arrived};
-        if (pthread_create(&th[i], NULL, worker_main, &w[i]) != 0) {
-            fprintf(stderr, "bench_core: pthread_create failed\n");
-            exit(1);
-        }
-    }
-    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
-    int64_t t0 = w[0].t0 < w[1].t0 ? w[0].t0 : w[1].t0;
-    int64_t t1 = w[0].t1 > w[1].t1 ? w[0].t1 : w[1].t1;
-    return t1 - t0;
-}
-
-typedef struct {
-    double med, min, spread; /* ns per operation; spread as a fraction */
-    uint64_t ops;            /* operations run in all, pilot included */
-} result;
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Pilot (doubling n until a run takes PILOT_NS), one warm-up run of the
  * size that takes RUN_NS, then N_RUNS timed runs. */

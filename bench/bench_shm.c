@@ -66,6 +66,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_util.h"
+
 /* ------------------------------------------------------------------------ */
 /* Timing                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -77,31 +79,6 @@ enum { N_RUNS = 9 };
 #define ORDER_LEN (1u << 20) /* precomputed key indices per worker */
 
 static int failed; /* something errored: exit 1 */
-
-static int64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-/* The CPUs workers are pinned to: the first two this process may use. */
-static int n_cpus, cpu_of[2];
-
-static void pin_thread(int i) {
-    if (n_cpus < 2) return;
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    CPU_SET(cpu_of[i], &set);
-    pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* best effort */
-}
 
 static uint64_t rng(uint64_t *s) { /* splitmix64 */
     uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
@@ -182,7 +159,7 @@ typedef struct {
 
 static void *thread_main(void *arg) {
     thread_arg *a = arg;
-    pin_thread(a->tid);
+    pin_to(a->tid);
     atomic_fetch_add(a->arrived, 1);
     for (unsigned i = 0; atomic_load(a->arrived) < 2; i++) {
         if (i < 1000) cpu_relax();
@@ -335,10 +312,6 @@ static int64_t timed_procs(bench_case *c, uint64_t n) {
 /* Measuring a group of cases in rounds                                      */
 /* ------------------------------------------------------------------------ */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static void measure_group(bench_case **cases, size_t n_cases) {
     uint64_t n[8];
@@ -551,7 +524,7 @@ int main(void) {
     if (sched_getaffinity(0, sizeof set, &set) == 0)
         for (int cpu = 0; cpu < CPU_SETSIZE && n_cpus < 2; cpu++)
             if (CPU_ISSET(cpu, &set)) cpu_of[n_cpus++] = cpu;
-    pin_thread(0);
+    pin_to(0);
     /* tmpfs when there is one: a shm: file belongs in memory */
     struct stat st;
     const char *base = stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && access("/dev/shm", W_OK) == 0
