@@ -520,10 +520,7 @@ int main(void) {
         fprintf(stderr, "bench_shm: pthread_create failed\n");
         return 1;
     }
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        for (int cpu = 0; cpu < CPU_SETSIZE && n_cpus < 2; cpu++)
-            if (CPU_ISSET(cpu, &set)) cpu_of[n_cpus++] = cpu;
+    pick_cpus();
     pin_to(0);
     /* tmpfs when there is one: a shm: file belongs in memory */
     struct stat st;

@@ -34,6 +34,14 @@ BENCH_MAYBE_UNUSED static void pin_to(int i) {
     pthread_setaffinity_np(pthread_self(), sizeof set, &set); /* best effort */
 }
 
+/* Fills cpu_of with the first two CPUs this process may run on. */
+BENCH_MAYBE_UNUSED static void pick_cpus(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        for (int cpu = 0; cpu < CPU_SETSIZE && n_cpus < 2; cpu++)
+            if (CPU_ISSET(cpu, &set)) cpu_of[n_cpus++] = cpu;
+}
+
 /* Runs n operations on thread tid (0 or 1) of nthreads. */
 typedef void (*work_fn)(void *ctx, int tid, uint64_t n);
 
