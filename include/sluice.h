@@ -307,8 +307,8 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  * parameters are SLUICE_EINVAL, with a message naming them.
  *   memory:   max_keys=N, on_full=evict|refuse
  *   shm:      max_keys=N (default 100,000), on_full=evict|refuse,
- *             key_bytes=N (longest key, default 64), state_bytes=N (state
- *             per key, default 128): fixed when the file is made; the file
+ *             key_bytes=N (longest key, default 128), state_bytes=N (state
+ *             per key, default 256): fixed when the file is made; the file
  *             is created 0600 and refused when it belongs to another user,
  *             is open to others, or is not an intact sluice file. A key
  *             lives in one of two 16-slot buckets; "full" is those two.

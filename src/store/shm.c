@@ -17,7 +17,7 @@
  *          +56  boot id                    char[40] (NUL-padded)
  *          +96  store time: highest reading  atomic i64
  *   4096   buckets, each: header (align64(64 + 4 * slots per bucket) bytes)
- *          +0   lock: owner pid, 0 free    atomic u64
+ *          +0   lock: owner (start << 32 | pid), 0 free   atomic u64
  *          +8   bucket time                i64   (under the lock)
  *          +16  allowed, denied, forgotten, evicted, refused   atomic u64 each
  *          +64  tags, one per slot         u32   (a hint: 0 none)
@@ -35,10 +35,12 @@
  *          index, prev, cur; sliding log u32 cap, head, len, pad, i64 base,
  *          then cap entries of (i64 ms, i64 running total).
  *
- * Concurrency and crashes. A bucket's lock is a word holding its owner's
- * pid, taken with compare-and-swap; a waiter that finds the owner dead (a
- * process killed with SIGKILL) takes the lock over, so no crash leaves it
- * held. Under the lock, an update writes the spare state copy, then its
+ * Concurrency and crashes. A bucket's lock is a word naming its owner (pid
+ * and start time), taken with compare-and-swap; a waiter that finds the
+ * owner dead (a process killed with SIGKILL: gone, a zombie, or its pid now
+ * another process's) takes the lock over, so no crash leaves it held. Not
+ * covered: processes of different pid namespaces sharing one file, and an
+ * owner that is stopped, not dead (it holds the bucket until it goes on). Under the lock, an update writes the spare state copy, then its
  * fresh-at time, then flips "current" with one aligned store: killed at any
  * point, the slot holds either the old state or the new one, never a torn
  * one. A new key is written completely before "used" is set; a key is
@@ -80,8 +82,8 @@ _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm needs lock-free 64-bit atomics"
 #define LAYOUT_VERSION 1
 #define HEADER_BYTES 4096
 #define BUCKET_SLOTS 16
-#define KEY_BYTES_DEFAULT 64
-#define STATE_BYTES_DEFAULT 128
+#define KEY_BYTES_DEFAULT 128
+#define STATE_BYTES_DEFAULT 256
 #define MAX_KEYS_DEFAULT 100000
 
 typedef struct {
@@ -155,40 +157,61 @@ static uint8_t *copy_at(const shm_store *m, slot *sl, uint32_t which) {
 
 /* ---- the bucket lock: a pid, taken over from a dead owner ---- */
 
-/* This process's pid, refreshed in a child after fork(): a child of a
- * process that opened the store must lock with its own pid. */
-static _Atomic uint32_t self_pid;
-static void self_pid_refresh(void) {
-    atomic_store_explicit(&self_pid, (uint32_t)getpid(), memory_order_relaxed);
-}
-static pthread_once_t self_pid_once = PTHREAD_ONCE_INIT;
-static void self_pid_init(void) {
-    self_pid_refresh();
-    pthread_atfork(NULL, NULL, self_pid_refresh);
-}
+/* A process as a lock word: (start time << 32) | pid, the start time being
+ * the low 32 bits of /proc/PID/stat's field 22 (clock ticks since boot), so
+ * a pid reused by a newer process is not mistaken for the dead owner.
+ * Refreshed in a child after fork(): a child locks as itself. */
+static _Atomic uint64_t self_id;
 
-/* Dead: gone, or a zombie (killed, not yet reaped by its parent). */
-static int owner_dead(pid_t pid) {
-    if (kill(pid, 0) == -1) return errno == ESRCH;
-    char path[64], buf[256];
+/* /proc/PID/stat's state letter and start time; 0 when unreadable. */
+static int proc_stat(pid_t pid, char *state, uint64_t *start) {
+    char path[64], buf[512];
     snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
     FILE *f = fopen(path, "r");
     if (!f) return 0;
     size_t n = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[n] = 0;
-    char *rp = strrchr(buf, ')');
-    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+    char *p = strrchr(buf, ')'); /* the command may hold spaces and parens */
+    if (!p || p[1] != ' ') return 0;
+    *state = p[2];
+    for (int field = 2; field < 22 && p; field++) p = strchr(p + 1, ' ');
+    *start = p ? strtoull(p + 1, NULL, 10) : 0;
+    return p != NULL;
+}
+
+static void self_id_refresh(void) {
+    char state;
+    uint64_t start = 0;
+    proc_stat(getpid(), &state, &start);
+    atomic_store_explicit(&self_id, (start & 0xffffffffu) << 32 | (uint32_t)getpid(), memory_order_relaxed);
+}
+static pthread_once_t self_id_once = PTHREAD_ONCE_INIT;
+static void self_id_init(void) {
+    self_id_refresh();
+    pthread_atfork(NULL, NULL, self_id_refresh);
+}
+
+/* Whether the process of lock word owner is gone: no such pid, a zombie
+ * (killed, not yet reaped), or a newer process with the same pid. */
+static int owner_dead(uint64_t owner) {
+    pid_t pid = (pid_t)(owner & 0xffffffffu);
+    if (kill(pid, 0) == -1) return errno == ESRCH;
+    char state;
+    uint64_t start;
+    if (!proc_stat(pid, &state, &start)) return 0;
+    if (state == 'Z' || state == 'X') return 1;
+    return (owner >> 32) != 0 && (owner >> 32) != (start & 0xffffffffu);
 }
 
 static void bucket_lock(bucket_header *bh) {
-    uint32_t me = atomic_load_explicit(&self_pid, memory_order_relaxed);
+    uint64_t me = atomic_load_explicit(&self_id, memory_order_relaxed);
     for (unsigned spins = 0;; spins++) {
         uint64_t owner = 0;
         if (atomic_compare_exchange_weak_explicit(&bh->lock, &owner, me, memory_order_acquire,
                                                   memory_order_relaxed))
             return;
-        if (owner != 0 && owner != me && spins % 64 == 63 && owner_dead((pid_t)owner) &&
+        if (owner != 0 && owner != me && spins % 64 == 63 && owner_dead(owner) &&
             atomic_compare_exchange_strong_explicit(&bh->lock, &owner, me, memory_order_acquire,
                                                     memory_order_relaxed))
             return; /* its owner died holding it: the slots are whole (see top) */
@@ -239,7 +262,8 @@ static int spolicy_init(void *item, void *ctx) {
     sp->bytes = at;
     if (at > m->state_bytes) {
         sluice__store_errf(&m->head, "policy %s needs %u bytes of state per key; this shm file's slots "
-                                     "hold %u (create the file with ?state_bytes=%u)",
+                                     "hold %u (a new file made with ?state_bytes=%u would: remove "
+                                     "this one or use another path)",
                            p->name, at, m->state_bytes, align_up(at, 16));
         return SLUICE_EINVAL;
     }
@@ -525,7 +549,7 @@ static int shm_open_file(const sluice__url *url, const sluice__store_config *cfg
     }
     shm_store *m = calloc(1, sizeof *m);
     if (!m) return SLUICE_ENOMEM;
-    pthread_once(&self_pid_once, self_pid_init);
+    pthread_once(&self_id_once, self_id_init);
     m->policies.item_size = sizeof(spolicy);
     m->policies.init = spolicy_init;
     m->policies.ctx = m;
