@@ -547,14 +547,6 @@ static int sim_bad_line(int64_t line_no, const char *fmt, ...) {
     return 2;
 }
 
-/* The least limit (capacity) of p's parts: the largest cost it can admit. */
-static int64_t least_limit(const sluice_policy *p) {
-    int64_t least = INT64_MAX;
-    for (size_t i = 0; i < sluice_policy_n_parts(p); i++)
-        if (sluice_policy_part(p, i)->limit < least) least = sluice_policy_part(p, i)->limit;
-    return least;
-}
-
 static int cmd_simulate(int argc, char **argv) {
     simulate_args a;
     int status = simulate_parse_args(argc, argv, &a);
@@ -657,7 +649,7 @@ static int cmd_simulate(int argc, char **argv) {
             if (rc == SLUICE_ECOST) /* say which limit: the store's message cannot */
                 fprintf(stderr, " cost %" PRId64 ": %s: cost %" PRId64 " is above %" PRId64
                         ", the least limit of the policy: it can never be admitted\n",
-                        cost, sluice_err_name(rc), cost, least_limit(policy));
+                        cost, sluice_err_name(rc), cost, sluice_policy_max_cost(policy));
             else
                 fprintf(stderr, " cost %" PRId64 ": %s: %s\n", cost, sluice_err_name(rc),
                         *msg ? msg : sluice_strerror(rc));
@@ -981,10 +973,10 @@ static int cli_open_policy(const cli_args *a, cli_session *s) {
         print_bad_spec(what, a->spec, err);
         return 2;
     }
-    if (a->cost > least_limit(s->policy)) {
+    if (a->cost > sluice_policy_max_cost(s->policy)) {
         fprintf(stderr, "sluice %s: --cost %" PRId64 " is above %" PRId64
                 ", the least limit of the policy: it can never be admitted\n",
-                a->cmd->name, a->cost, least_limit(s->policy));
+                a->cmd->name, a->cost, sluice_policy_max_cost(s->policy));
         return 2;
     }
     return 0;
@@ -1439,7 +1431,7 @@ static int cmd_pipe(int argc, char **argv) {
     }
     ps->a = &a;
     ps->s = &s;
-    ps->least = least_limit(s.policy);
+    ps->least = sluice_policy_max_cost(s.policy);
     int in_line = 0; /* lines: the line being copied is admitted */
     while (status == 0) {
         if (ps->released == ps->filled) {

@@ -226,6 +226,9 @@ SLUICE_EXTERN int sluice_policy_parse(const char *name, const char *text, sluice
 SLUICE_EXTERN int sluice_policy_format(const sluice_policy *p, char *buf, size_t len);
 SLUICE_EXTERN const char *sluice_policy_name(const sluice_policy *p);
 SLUICE_EXTERN size_t sluice_policy_n_parts(const sluice_policy *p);
+/* The largest cost p can ever admit: the least limit of its parts (0 for
+ * NULL). A cost above it is SLUICE_ECOST. */
+SLUICE_EXTERN int64_t sluice_policy_max_cost(const sluice_policy *p);
 /* The i-th configuration, or NULL when i is out of range. */
 SLUICE_EXTERN const sluice_config *sluice_policy_part(const sluice_policy *p, size_t i);
 /* NULL is a no-op. Not while a limiter or store still uses p. */

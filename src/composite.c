@@ -22,6 +22,17 @@ static void combine(const sluice_policy *p, const sluice_decision *parts, int al
     d->enforced = true;
 }
 
+int sluice__policy_decide_grow(const sluice_policy *p, sluice__state *states, int64_t now_ms,
+                               int64_t cost, sluice_decision *d) {
+    for (;;) {
+        size_t g = 0;
+        int rc = sluice__policy_decide(p, states, now_ms, cost, d, &g);
+        if (rc != SLUICE__EGROW) return rc;
+        rc = sluice__log_reserve(&states[g].log, sluice__log_max_entries(&p->params[g]));
+        if (rc) return rc;
+    }
+}
+
 int sluice__policy_decide(const sluice_policy *p, sluice__state *states, int64_t now_ms,
                           int64_t cost, sluice_decision *d, size_t *grow_part) {
     sluice_decision parts[SLUICE_POLICY_MAX_PARTS];

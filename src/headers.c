@@ -152,7 +152,8 @@ int sluice_headers_format(const sluice_policy *p, const sluice_decision *d, char
     put_str(&w, "\r\n");
 
     /* RateLimit: the part with the least remaining (d->part). t is the
-     * decision's reset_ms, rounded up: by then the part is fresh again. */
+     * decision's reset_ms, rounded up: by then every part (so this one too)
+     * is fresh again; for a composite it may be later than this part's. */
     put_str(&w, "RateLimit: ");
     put_sf_name(&w, name, (size_t)d->part);
     put_str(&w, ";r=");

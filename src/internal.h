@@ -212,7 +212,8 @@ void sluice__limiter_peek_part(sluice_limiter *l, size_t i, int64_t now_ms, slui
 
 /* ---- "policy.c" ---- */
 struct sluice_policy {
-    uint64_t serial; /* unique per policy object made (copies share it) */
+    uint64_t serial;  /* unique per policy object made (copies share it) */
+    int64_t max_cost; /* the least limit of the parts */
     char name[SLUICE_POLICY_NAME_MAX + 1];
     size_t n_parts;
     sluice_config parts[SLUICE_POLICY_MAX_PARTS];
@@ -226,6 +227,10 @@ int sluice__policy_check_cost(const sluice_policy *p, int64_t cost);
  * Returns 0 or SLUICE__EGROW (with *grow_part set; nothing changed). */
 int sluice__policy_decide(const sluice_policy *p, sluice__state *states, int64_t now_ms,
                           int64_t cost, sluice_decision *d, size_t *grow_part);
+/* The same, growing sliding logs (heap rings) as they need: 0 or
+ * SLUICE_ENOMEM (nothing changed). */
+int sluice__policy_decide_grow(const sluice_policy *p, sluice__state *states, int64_t now_ms,
+                               int64_t cost, sluice_decision *d);
 
 /* ---- "clock.c" ---- */
 /* The blocking wait of limiters and stores: attempt() decides at a reading;
@@ -307,8 +312,10 @@ SLUICE__SHARED void sluice__store_errf(const sluice_store *s, const char *fmt, .
 
 /* The policies a store has met, each with the store's own data about it.
  * An item starts with a copy of its policy; equal name and configuration,
- * equal item (so a changed configuration is a new item). Lookups of policy
- * objects seen before take no lock. */
+ * equal item (so a changed configuration is a new item). The first
+ * SLUICE__KNOWN_MAX policy objects a store meets are recognised without a
+ * lock (by serial); any later one takes the lock and compares contents, so
+ * a program should make its policies once, not per request. */
 #define SLUICE__POLICIES_MAX 4096
 #define SLUICE__POLICY_CHUNK 64 /* items come in chunks that never move */
 #define SLUICE__KNOWN_MAX 64

@@ -27,7 +27,7 @@ struct sluice_limiter {
     int kind;
     int shaper;      /* KIND_WORD: a leaky bucket (fills delay_ms) */
     int64_t epoch_ms;
-    int64_t max_cost; /* the least limit of the parts */
+    int64_t max_cost; /* policy.max_cost, on the hot line */
     atomic_ulong cas_retries; /* KIND_WORD: failed CASes (contention)   */
     sluice__params fast; /* KIND_WORD: the one part's parameters */
     const sluice_clock *clock;
@@ -41,13 +41,7 @@ struct sluice_limiter {
 
 /* Decides with the lock held. */
 static int decide_locked(sluice_limiter *l, int64_t cost, int64_t now_ms, sluice_decision *d) {
-    for (;;) {
-        size_t g = 0;
-        int rc = sluice__policy_decide(&l->policy, l->st, now_ms, cost, d, &g);
-        if (rc != SLUICE__EGROW) return rc;
-        rc = sluice__log_reserve(&l->st[g].log, sluice__log_max_entries(&l->policy.params[g]));
-        if (rc) return rc;
-    }
+    return sluice__policy_decide_grow(&l->policy, l->st, now_ms, cost, d);
 }
 
 static __attribute__((noinline)) int acquire_locked(sluice_limiter *l, int64_t cost, int64_t now_ms,
@@ -122,11 +116,8 @@ int sluice_limiter_new_policy(const sluice_policy *p, const sluice_clock *clock,
     l->policy = *p;
     l->clock = clock;
     l->epoch_ms = now_ms;
-    l->max_cost = SLUICE_LIMIT_MAX;
-    for (size_t i = 0; i < p->n_parts; i++) {
-        p->algo[i]->init(&p->params[i], &l->st[i]);
-        if (p->params[i].limit < l->max_cost) l->max_cost = p->params[i].limit;
-    }
+    l->max_cost = p->max_cost;
+    for (size_t i = 0; i < p->n_parts; i++) p->algo[i]->init(&p->params[i], &l->st[i]);
     sluice_algorithm a = p->parts[0].algorithm;
     if (p->n_parts == 1 && (a == SLUICE_TOKEN_BUCKET || a == SLUICE_LEAKY_BUCKET)) {
         l->kind = KIND_WORD;

@@ -61,6 +61,9 @@ static int make(const char *name, const sluice_config *parts, size_t n_parts, sl
         return SLUICE_ENOMEM;
     }
     tmp.serial = atomic_fetch_add_explicit(&next_serial, 1, memory_order_relaxed);
+    tmp.max_cost = tmp.params[0].limit;
+    for (size_t i = 1; i < n_parts; i++)
+        if (tmp.params[i].limit < tmp.max_cost) tmp.max_cost = tmp.params[i].limit;
     *p = tmp;
     *out = p;
     return 0;
@@ -134,8 +137,9 @@ void sluice_policy_free(sluice_policy *p) { free(p); }
 
 int sluice__policy_check_cost(const sluice_policy *p, int64_t cost) {
     if (p == NULL) return SLUICE_EINVAL;
-    if (cost < 1) return SLUICE_ECOST;
-    for (size_t i = 0; i < p->n_parts; i++)
-        if (cost > p->params[i].limit) return SLUICE_ECOST;
-    return 0;
+    return cost < 1 || cost > p->max_cost ? SLUICE_ECOST : 0;
+}
+
+int64_t sluice_policy_max_cost(const sluice_policy *p) {
+    return p ? p->max_cost : 0;
 }

@@ -59,15 +59,14 @@ static log_view log_at(const sluice__params *p, const sluice__state *s, int64_t 
     return v;
 }
 
-static void log_fill(const sluice__params *p, const log_view *v, int64_t used, int64_t newest_ms,
-                     int64_t now_ms, sluice_decision *d) {
+static void log_fill(const sluice__params *p, int64_t used, int64_t newest_ms, int64_t now_ms,
+                     sluice_decision *d) {
     d->enforced = true;
     d->part = 0;
     d->limit = p->limit;
     d->remaining = p->limit - used;
     d->reset_ms = used > 0 ? newest_ms + p->window_ms - now_ms : 0;
     d->delay_ms = 0;
-    (void)v;
 }
 
 static int log_decide(const sluice__params *p, sluice__state *s, int64_t now_ms, int64_t cost,
@@ -81,14 +80,14 @@ static int log_decide(const sluice__params *p, sluice__state *s, int64_t now_ms,
         uint32_t q = first_cum(g, v.j, target);
         d->allowed = false;
         d->retry_after_ms = at(g, q)->ts_ms + p->window_ms - now_ms;
-        log_fill(p, &v, v.used, v.newest_ms, now_ms, d);
+        log_fill(p, v.used, v.newest_ms, now_ms, d);
         return 0;
     }
     int merge = g->len > v.j && at(g, g->len - 1)->ts_ms == v.te;
     if (!merge && g->len - v.j >= g->cap) return SLUICE__EGROW;
     d->allowed = true;
     d->retry_after_ms = 0;
-    log_fill(p, &v, v.used + cost, v.te, now_ms, d);
+    log_fill(p, v.used + cost, v.te, now_ms, d);
     if (!commit) return 0;
     /* drop what has left the window, then record the admission */
     if (v.j > 0) {
@@ -117,7 +116,7 @@ static void log_peek(const sluice__params *p, const sluice__state *s, int64_t no
     log_view v = log_at(p, s, now_ms);
     d->allowed = false;
     d->retry_after_ms = 0;
-    log_fill(p, &v, v.used, v.newest_ms, now_ms, d);
+    log_fill(p, v.used, v.newest_ms, now_ms, d);
 }
 
 static int log_is_fresh(const sluice__params *p, const sluice__state *s, int64_t now_ms) {

@@ -325,20 +325,14 @@ static uint64_t key_hash(const memory_store *m, unsigned pid, const void *key, s
 }
 
 static int decide(registered *r, entry *e, int64_t cost, int64_t now_ms, sluice_decision *d) {
-    size_t g = 0;
-    if (r->inline_state) {
-        sluice__state st;
-        memcpy(&st, &e->st.word, sizeof e->st.word);
-        int rc = sluice__policy_decide(&r->policy, &st, now_ms, cost, d, &g);
-        if (d->allowed) memcpy(&e->st.word, &st, sizeof e->st.word);
-        return rc;
-    }
-    for (;;) {
-        int rc = sluice__policy_decide(&r->policy, e->st.parts, now_ms, cost, d, &g);
-        if (rc != SLUICE__EGROW) return rc;
-        rc = sluice__log_reserve(&e->st.parts[g].log, sluice__log_max_entries(&r->policy.params[g]));
-        if (rc) return rc;
-    }
+    if (!r->inline_state) return sluice__policy_decide_grow(&r->policy, e->st.parts, now_ms, cost, d);
+    /* one part of at most 16 bytes: straight to its algorithm */
+    sluice__state st;
+    memcpy(&st, &e->st.word, sizeof e->st.word);
+    const sluice__algo *a = r->policy.algo[0];
+    int rc = a->decide(&r->policy.params[0], &st, now_ms, cost, d, 1);
+    if (d->allowed) memcpy(&e->st.word, &st, sizeof e->st.word);
+    return rc;
 }
 
 static int mem_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t len,

@@ -55,10 +55,10 @@
  * before). A new key whose two buckets are full first takes the place of a
  * fresh key there (fresh at <= store time: forgetting it changes nothing),
  * else on_full evicts the least recently used of the two buckets' keys, or
- * refuses. Time is CLOCK_MONOTONIC, one clock for
- * every process of the host; the store's time is the highest reading any
- * process brought (never backwards), and the boot id detects a reboot, after
- * which the file starts fresh. */
+ * refuses. Time is the store's clock (by default CLOCK_MONOTONIC, one clock
+ * for every process of the host); the store's time is the highest reading
+ * any process admitted at (never backwards), and the boot id detects a
+ * reboot, after which the file starts fresh. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -221,6 +221,10 @@ static void bucket_lock(bucket_header *bh) {
 
 static void bucket_unlock(bucket_header *bh) {
     atomic_store_explicit(&bh->lock, 0, memory_order_release);
+}
+
+static void unlock_all(bucket_header **locked, int n) {
+    while (n-- > 0) bucket_unlock(locked[n]);
 }
 
 /* A counter of the bucket, under its lock: no locked add needed (atomic
@@ -432,7 +436,7 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
             bucket_header *order[2] = {bucket_at(m, b1), bucket_at(m, b2)};
             free_slot = make_room(m, order, b2 != b1 ? 2 : 1, now_ms, &free_home, &free_i);
             if (!free_slot) {
-                for (int i = n_locked - 1; i >= 0; i--) bucket_unlock(locked[i]);
+                unlock_all(locked, n_locked);
                 sluice__store_errf(s, "shm store is full of keys that are not fresh (buckets of %u)", m->spb);
                 return SLUICE_EFULL;
             }
@@ -459,7 +463,7 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     size_t g = 0;
     rc = sluice__policy_decide(&sp->policy, st, now_ms, cost, d, &g);
     if (rc == SLUICE__EGROW) { /* cannot happen: spolicy_init sized the logs */
-        for (int i = n_locked - 1; i >= 0; i--) bucket_unlock(locked[i]);
+        unlock_all(locked, n_locked);
         sluice__store_errf(s, "sliding log full in shm slot");
         return SLUICE_ESTORE;
     }
@@ -474,7 +478,7 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
         bump(&bh->denied);
     }
     sl->last_use_ms = now_ms;
-    for (int i = n_locked - 1; i >= 0; i--) bucket_unlock(locked[i]);
+    unlock_all(locked, n_locked);
     sluice__decision_lag(d, now_ms - reading_ms);
     return 0;
 }

@@ -241,11 +241,8 @@ static int check_request(sluice_store *s, const sluice_policy *p, const void *ke
         return SLUICE_EINVAL;
     }
     if (sluice__policy_check_cost(p, cost)) {
-        int64_t most = p->params[0].limit;
-        for (size_t i = 1; i < p->n_parts; i++)
-            if (p->params[i].limit < most) most = p->params[i].limit;
         sluice__store_errf(s, "cost %lld is outside 1..%lld (policy %s)", (long long)cost,
-                           (long long)most, p->name);
+                           (long long)p->max_cost, p->name);
         return SLUICE_ECOST;
     }
     return 0;

@@ -206,19 +206,24 @@ static void give(node *n, redisContext *c, int broken) {
 
 /* ---- cluster: which node serves which slot ---- */
 
-static int node_index(redis_store *r, const char *host, size_t host_len, int port) {
-    int count = atomic_load(&r->n_nodes);
-    for (int i = 0; i < count; i++)
-        if (r->nodes[i]->port == port && strlen(r->nodes[i]->host) == host_len &&
-            !memcmp(r->nodes[i]->host, host, host_len))
-            return i;
-    pthread_mutex_lock(&r->nodes_mu);
-    count = atomic_load(&r->n_nodes);
+/* The index of node host:port among the first count, or count. */
+static int find_node(redis_store *r, int count, const char *host, size_t host_len, int port) {
     int i;
     for (i = 0; i < count; i++)
         if (r->nodes[i]->port == port && strlen(r->nodes[i]->host) == host_len &&
             !memcmp(r->nodes[i]->host, host, host_len))
             break;
+    return i;
+}
+
+/* The index of node host:port, added when new (-1: no room or memory). */
+static int node_index(redis_store *r, const char *host, size_t host_len, int port) {
+    int count = atomic_load(&r->n_nodes);
+    int i = find_node(r, count, host, host_len, port);
+    if (i < count) return i;
+    pthread_mutex_lock(&r->nodes_mu);
+    count = atomic_load(&r->n_nodes);
+    i = find_node(r, count, host, host_len, port);
     if (i == count) {
         node *n = count < NODES_MAX ? node_new(host, host_len, port) : NULL;
         if (!n) i = -1;
