@@ -38,31 +38,6 @@
 /* Random configurations                                                     */
 /* ------------------------------------------------------------------------ */
 
-static double test_scale(void) {
-    const char *s = getenv("SLUICE_TEST_SCALE");
-    double v = s ? strtod(s, NULL) : 1.0;
-    return v > 0 ? v : 1.0;
-}
-
-static int scaled(int n) {
-    double v = n * test_scale();
-    return v < 1 ? 1 : (int)v;
-}
-
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-
-/* Log-uniform in [lo, hi] (1 <= lo <= hi): every bit length equally likely. */
-static int64_t log_uniform(uint64_t *rs, int64_t lo, int64_t hi) {
-    int bits = 64 - __builtin_clzll((unsigned long long)hi);
-    int k = (int)check_range_(rs, 1, bits);
-    int64_t a = k == 1 ? 1 : INT64_C(1) << (k - 1);
-    int64_t b = k >= 63 ? INT64_MAX : (INT64_C(1) << k) - 1;
-    a = max64(a, lo);
-    b = min64(b, hi);
-    if (a > b) return check_range_(rs, lo, hi);
-    return check_range_(rs, a, b);
-}
 
 #define DAY30 INT64_C(2592000000)
 

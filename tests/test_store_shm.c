@@ -346,17 +346,7 @@ TEST(bad_urls) {
 /* ---- conformance: shm: against memory: against one limiter per key ---- */
 
 static const char *const specs[] = {
-    "token-bucket capacity=3 rate=1/7ms",
-    "leaky-bucket capacity=4 rate=2/9ms",
-    "fixed-window limit=5 window=13ms",
-    "sliding-window limit=6 window=11ms",
-    "sliding-log limit=5 window=17ms",
-    "token-bucket capacity=4 rate=1/5ms; fixed-window limit=6 window=20ms",
-    "sliding-window limit=3 window=7ms; sliding-log limit=4 window=15ms; leaky-bucket capacity=2 rate=1/3ms",
-    "gcra rate=3/10ms burst=2; sliding-log limit=9 window=40ms",
-    "token-bucket capacity=1000000000 rate=1000000000/s",
-    "sliding-window limit=1000000000 window=30d",
-    "token-bucket capacity=2 rate=1/30d; fixed-window limit=1 window=1ms",
+    STORE_TEST_SPECS
     /* eight parts: every offset in a state copy */
     "token-bucket capacity=5 rate=1/3ms; leaky-bucket capacity=3 rate=2/7ms; fixed-window limit=6 window=9ms; "
     "sliding-window limit=5 window=8ms; sliding-log limit=7 window=25ms; token-bucket capacity=9 rate=3/20ms; "
