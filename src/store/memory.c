@@ -1,9 +1,12 @@
 /* store/memory.c: the in-process store, the embedded default.
  *
- * Per-key state in a table split into shards, each with its own small lock,
- * so decisions on different keys rarely wait on each other, and a decision
- * is atomic for its key (it runs entirely under its shard's lock: a key is
- * never forgotten or evicted in the middle of its own update).
+ * Per-key state in a table split into shards. A decision on a key the table
+ * holds takes only that key's entry lock: it finds the entry without the
+ * shard's lock (checking it under its own lock) and writes no line another
+ * key's decision writes. The shard's lock guards the table's shape: adding,
+ * forgetting and evicting keys, which also take the entry's lock (always
+ * after the shard's), so a key is never dropped in the middle of its own
+ * update. Counts of decisions go to per-thread stripes.
  *
  * A shard holds at most cap keys (the shards' caps add up to max_keys):
  *
@@ -34,6 +37,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -57,23 +61,32 @@ typedef struct entry {
     uint16_t policy;   /* registry id + 1; 0: the entry is free               */
     uint16_t key_len;
     uint8_t ref;       /* CLOCK: decided since the eviction hand last passed  */
+    _Atomic uint8_t busy; /* the entry's lock: guards every field above      */
 } entry;
 
 _Static_assert(sizeof(entry) == 48, "an entry is 48 bytes");
 
 typedef struct shard {
-    _Alignas(64) sluice__lock lock; /* guards everything below                */
-    int64_t now_ms;        /* the highest reading decided here                */
+    _Alignas(64) sluice__lock lock; /* guards the table's shape: below        */
+    int64_t now_ms;        /* the highest reading a key was forgotten at      */
     int64_t next_fresh_ms; /* no key here is fresh before this reading        */
     uint32_t cap, count;
     uint32_t top;          /* entries [top, cap) were never used              */
     uint32_t free_head;    /* free entry + 1, linked through entry.hash       */
     uint32_t sweep_hand, evict_hand;
     uint32_t mask;         /* index slots - 1                                 */
-    uint32_t *index;
+    _Atomic uint32_t *index; /* read without the lock by lookups              */
     entry *entries;
-    int64_t allowed, denied, forgotten, evicted, refused;
+    int64_t forgotten, evicted, refused;
 } shard;
+
+/* Counts of decisions, one line per group of threads, so that threads
+ * deciding on different keys write no line in common. */
+#define STRIPES 16
+typedef struct {
+    _Alignas(64) atomic_llong allowed;
+    atomic_llong denied;
+} stripe;
 
 typedef struct {
     sluice_policy policy; /* a copy: entries are read with its algorithms */
@@ -90,7 +103,40 @@ typedef struct {
     unsigned shard_bits;
     shard *shards;
     sluice__policy_set policies; /* items: registered */
+    stripe stripes[STRIPES];
 } memory_store;
+
+/* A thread's stripe: the first STRIPES threads of the process each own
+ * one (and add with a plain store); later threads share, adding atomically. */
+static atomic_uint next_stripe;
+static _Thread_local unsigned my_stripe = UINT32_MAX;
+static _Thread_local int my_stripe_shared;
+
+static void count_decision(memory_store *m, const sluice_decision *d) {
+    if (my_stripe == UINT32_MAX) {
+        unsigned k = atomic_fetch_add(&next_stripe, 1);
+        my_stripe = k % STRIPES;
+        my_stripe_shared = k >= STRIPES;
+    }
+    atomic_llong *c = d->allowed ? &m->stripes[my_stripe].allowed : &m->stripes[my_stripe].denied;
+    if (my_stripe_shared) atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+    else atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
+/* ---- an entry's lock: held for one decision, or while the table's shape
+ * changes around the entry (always taken after the shard's lock) ---- */
+
+static void entry_lock(entry *e) {
+    for (unsigned spins = 0; atomic_exchange_explicit(&e->busy, 1, memory_order_acquire); spins++) {
+        while (atomic_load_explicit(&e->busy, memory_order_relaxed)) {
+            if (++spins > 64) sched_yield();
+        }
+    }
+}
+
+static void entry_unlock(entry *e) {
+    atomic_store_explicit(&e->busy, 0, memory_order_release);
+}
 
 /* ---- policies ---- */
 
@@ -157,42 +203,77 @@ static void entry_release(const memory_store *m, entry *e) {
 #define TAG(h) ((uint32_t)((h) >> 32) & 0xffu)
 #define SLOT_ENTRY(v) (((v) & 0xffffffu) - 1)
 
+static int holds_key(const entry *e, uint64_t h, unsigned pid, const void *key, size_t len) {
+    return e->hash == (uint32_t)h && e->policy == pid + 1 && e->key_len == len &&
+           memcmp(key_of(e), key, len) == 0;
+}
+
+static uint32_t slot_at(shard *sh, uint32_t i) {
+    return atomic_load_explicit(&sh->index[i], memory_order_acquire);
+}
+
+static void slot_set(shard *sh, uint32_t i, uint32_t v) {
+    atomic_store_explicit(&sh->index[i], v, memory_order_release);
+}
+
+/* The key's entry, with the shard's lock held (exact). */
 static entry *find(shard *sh, uint64_t h, unsigned pid, const void *key, size_t len) {
     uint32_t tag = TAG(h);
     for (uint32_t i = (uint32_t)h & sh->mask;; i = (i + 1) & sh->mask) {
-        uint32_t v = sh->index[i];
+        uint32_t v = slot_at(sh, i);
         if (v == 0) return NULL;
         if ((v >> 24) != tag) continue;
         entry *e = &sh->entries[SLOT_ENTRY(v)];
-        if (e->hash == (uint32_t)h && e->policy == pid + 1 && e->key_len == len &&
-            memcmp(key_of(e), key, len) == 0)
-            return e;
+        entry_lock(e);
+        int mine = holds_key(e, h, pid, key, len);
+        entry_unlock(e);
+        if (mine) return e;
+    }
+}
+
+/* The key's entry, locked, found without the shard's lock; NULL when not
+ * seen (absent, or moved by a removal meanwhile: the caller then looks
+ * again under the shard's lock). An entry is checked under its own lock,
+ * so one freed or reused meanwhile is never taken for the key. */
+static entry *find_fast(shard *sh, uint64_t h, unsigned pid, const void *key, size_t len) {
+    uint32_t tag = TAG(h);
+    for (uint32_t i = (uint32_t)h & sh->mask;; i = (i + 1) & sh->mask) {
+        uint32_t v = slot_at(sh, i);
+        if (v == 0) return NULL;
+        if ((v >> 24) != tag) continue;
+        entry *e = &sh->entries[SLOT_ENTRY(v)];
+        entry_lock(e);
+        if (holds_key(e, h, pid, key, len)) return e;
+        entry_unlock(e);
     }
 }
 
 /* Removes entry e from the shard: index (shifting later slots back so no
- * probe sequence breaks), memory, count. */
+ * probe sequence breaks), memory, count. The shard's lock and e's lock are
+ * held; e's is given back. (Other entries' hashes are read without their
+ * locks: a hash never changes while its entry is in the table.) */
 static void remove_entry(const memory_store *m, shard *sh, entry *e) {
     uint32_t want = (uint32_t)(e - sh->entries) + 1;
     uint32_t i = e->hash & sh->mask;
-    while ((sh->index[i] & 0xffffffu) != want) i = (i + 1) & sh->mask;
+    while ((slot_at(sh, i) & 0xffffffu) != want) i = (i + 1) & sh->mask;
     for (uint32_t j = i;;) {
         j = (j + 1) & sh->mask;
-        uint32_t v = sh->index[j];
+        uint32_t v = slot_at(sh, j);
         if (v == 0) break;
         uint32_t home = sh->entries[SLOT_ENTRY(v)].hash & sh->mask;
         /* v may move back to i when its home is not in (i, j] (cyclically) */
         int stays = i <= j ? (home > i && home <= j) : (home > i || home <= j);
         if (!stays) {
-            sh->index[i] = v;
+            slot_set(sh, i, v);
             i = j;
         }
     }
-    sh->index[i] = 0;
+    slot_set(sh, i, 0);
     entry_release(m, e);
     e->hash = sh->free_head;
     sh->free_head = want;
     sh->count--;
+    entry_unlock(e);
 }
 
 /* Finds room for one more key in a full shard; see the top of the file.
@@ -202,13 +283,17 @@ static void remove_entry(const memory_store *m, shard *sh, entry *e) {
 static int make_room(memory_store *m, shard *sh, int64_t now_ms) {
     int freed = 0;
     if (now_ms < sh->next_fresh_ms) goto none_fresh;
+    sh->now_ms = now_ms; /* keys forgotten now: no later first request is earlier */
     for (uint32_t k = 0; k < SWEEP && k < sh->cap; k++) {
         entry *e = &sh->entries[sh->sweep_hand];
         sh->sweep_hand = sh->sweep_hand + 1 == sh->cap ? 0 : sh->sweep_hand + 1;
+        entry_lock(e);
         if (e->policy && entry_fresh(m, e, now_ms)) {
             remove_entry(m, sh, e);
             sh->forgotten++;
             freed = 1;
+        } else {
+            entry_unlock(e);
         }
     }
     if (freed) return 0;
@@ -216,15 +301,16 @@ static int make_room(memory_store *m, shard *sh, int64_t now_ms) {
     int64_t next = INT64_MAX;
     for (uint32_t i = 0; i < sh->cap; i++) {
         entry *e = &sh->entries[i];
-        if (!e->policy) continue;
-        int64_t reset = entry_reset_ms(m, e, now_ms);
+        entry_lock(e);
+        int64_t reset = e->policy ? entry_reset_ms(m, e, now_ms) : -1;
         if (reset == 0) {
             remove_entry(m, sh, e);
             sh->forgotten++;
             freed = 1;
-        } else if (now_ms + reset < next) {
-            next = now_ms + reset;
+            continue;
         }
+        if (reset > 0 && now_ms + reset < next) next = now_ms + reset;
+        entry_unlock(e);
     }
     sh->next_fresh_ms = next;
     if (freed) return 0;
@@ -238,14 +324,14 @@ none_fresh:
     for (;;) { /* CLOCK: the first entry not decided since the hand last passed */
         entry *e = &sh->entries[sh->evict_hand];
         sh->evict_hand = sh->evict_hand + 1 == sh->cap ? 0 : sh->evict_hand + 1;
-        if (!e->policy) continue;
-        if (e->ref) {
-            e->ref = 0;
-            continue;
+        entry_lock(e);
+        if (e->policy && !e->ref) {
+            remove_entry(m, sh, e);
+            sh->evicted++;
+            return 0;
         }
-        remove_entry(m, sh, e);
-        sh->evicted++;
-        return 0;
+        e->ref = 0;
+        entry_unlock(e);
     }
 }
 
@@ -291,6 +377,7 @@ static int insert(memory_store *m, shard *sh, const registered *r, uint64_t h, u
         idx = sh->top++;
     }
     entry *e = &sh->entries[idx];
+    entry_lock(e); /* a lookup that saw it before it was freed may hold it */
     e->hash = (uint32_t)h;
     e->policy = (uint16_t)(pid + 1);
     e->key_len = (uint16_t)len;
@@ -309,10 +396,10 @@ static int insert(memory_store *m, shard *sh, const registered *r, uint64_t h, u
         memcpy(&e->st.word, &fresh, sizeof e->st.word);
     }
     uint32_t i = (uint32_t)h & sh->mask;
-    while (sh->index[i]) i = (i + 1) & sh->mask;
-    sh->index[i] = (TAG(h) << 24) | (idx + 1);
+    while (slot_at(sh, i)) i = (i + 1) & sh->mask;
+    slot_set(sh, i, (TAG(h) << 24) | (idx + 1));
     sh->count++;
-    *out = e;
+    *out = e; /* locked */
     return 0;
 }
 
@@ -344,33 +431,42 @@ static int mem_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     registered *r = reg(m, pid);
     uint64_t h = key_hash(m, pid, key, len);
     shard *sh = &m->shards[m->shard_bits ? h >> (64 - m->shard_bits) : 0];
-    /* store time never runs backwards: the highest reading seen */
+    /* store time never runs backwards: the highest reading admitted at */
     int64_t reading_ms = now_ms;
     now_ms = sluice__store_time(&m->now_ms, now_ms);
-    sluice__lock_take(&sh->lock);
-    /* and per shard, for readings that raced past each other above */
-    if (now_ms < sh->now_ms) now_ms = sh->now_ms;
-    entry *e = find(sh, h, pid, key, len);
-    int is_new = e == NULL;
-    if (is_new && (rc = insert(m, sh, r, h, pid, key, len, now_ms, &e)) != 0) {
-        sluice__lock_give(&sh->lock);
-        return rc;
+    /* a key held: its entry's lock alone; else the shard's, to add it */
+    int is_new = 0, shard_held = 0;
+    entry *e = find_fast(sh, h, pid, key, len);
+    if (!e) {
+        sluice__lock_take(&sh->lock);
+        shard_held = 1;
+        if (now_ms < sh->now_ms) now_ms = sh->now_ms; /* never before a forgetting */
+        e = find(sh, h, pid, key, len);
+        if (e) {
+            entry_lock(e);
+            sluice__lock_give(&sh->lock);
+            shard_held = 0;
+        } else if ((rc = insert(m, sh, r, h, pid, key, len, now_ms, &e)) != 0) {
+            sluice__lock_give(&sh->lock);
+            return rc;
+        } else {
+            is_new = 1; /* the shard's lock stays held for its first decision */
+        }
     }
     rc = decide(r, e, cost, now_ms, d);
     if (is_new && (rc || !d->allowed)) { /* a failed first request leaves no trace */
         remove_entry(m, sh, e);
-    } else if (rc == 0) {
-        e->ref = 1;
-        if (d->allowed) {
-            sh->allowed++;
-            sh->now_ms = now_ms; /* >= what it was: see above */
-            sluice__store_time_raise(&m->now_ms, now_ms);
-        } else {
-            sh->denied++;
+    } else {
+        if (rc == 0) {
+            e->ref = 1;
+            count_decision(m, d);
+            if (d->allowed) sluice__store_time_raise(&m->now_ms, now_ms);
+            if (is_new && now_ms + d->reset_ms < sh->next_fresh_ms)
+                sh->next_fresh_ms = now_ms + d->reset_ms;
         }
-        if (is_new && now_ms + d->reset_ms < sh->next_fresh_ms) sh->next_fresh_ms = now_ms + d->reset_ms;
+        entry_unlock(e);
     }
-    sluice__lock_give(&sh->lock);
+    if (shard_held) sluice__lock_give(&sh->lock);
     if (rc == SLUICE_ENOMEM) sluice__store_errf(s, "out of memory");
     sluice__decision_lag(d, now_ms - reading_ms);
     return rc;
@@ -381,12 +477,14 @@ static int mem_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
 static void mem_stats(sluice_store *s, sluice_stats *out) {
     memory_store *m = (memory_store *)s;
     out->capacity = m->max_keys;
+    for (int i = 0; i < STRIPES; i++) {
+        out->allowed += atomic_load_explicit(&m->stripes[i].allowed, memory_order_relaxed);
+        out->denied += atomic_load_explicit(&m->stripes[i].denied, memory_order_relaxed);
+    }
     for (size_t i = 0; i < ((size_t)1 << m->shard_bits); i++) {
         shard *sh = &m->shards[i];
         sluice__lock_take(&sh->lock);
         out->keys += sh->count;
-        out->allowed += sh->allowed;
-        out->denied += sh->denied;
         out->forgotten += sh->forgotten;
         out->evicted += sh->evicted;
         out->refused += sh->refused;
@@ -430,8 +528,10 @@ static int mem_open(const sluice__url *url, const sluice__store_config *cfg, slu
                      (int)url->params[i].key_len, url->params[i].key);
         return SLUICE_EINVAL;
     }
-    memory_store *m = calloc(1, sizeof *m);
+    size_t bytes = (sizeof(memory_store) + 63) / 64 * 64;
+    memory_store *m = aligned_alloc(64, bytes); /* it has 64-byte aligned members */
     if (!m) return SLUICE_ENOMEM;
+    memset(m, 0, bytes);
     m->max_keys = cfg->max_keys;
     m->on_full = cfg->on_full;
     atomic_init(&m->now_ms, SLUICE_TIME_MIN_MS);
