@@ -365,13 +365,20 @@ static slot *make_room(shm_store *m, bucket_header **bhs, int n, int64_t now_ms,
 /* The key's slot in bucket bh (NULL when not there); notes the first free
  * slot in *free_slot, *free_i (when none yet). */
 static slot *find_in(const shm_store *m, bucket_header *bh, uint32_t tag, uint64_t fp, uint64_t h,
-                     const void *key, size_t len, slot **free_slot, bucket_header **free_home,
-                     uint32_t *free_i) {
+                     const void *key, size_t len) {
+    for (uint32_t i = 0; i < m->spb; i++) /* the tags first: one line, not a slot each */
+        if (bh->tags[i] == tag && mem_eq(slot_at(m, bh, i), fp, h, key, len)) return slot_at(m, bh, i);
+    return NULL;
+}
+
+/* A free slot of bh (NULL when full), with its index in *at. */
+static slot *free_in(const shm_store *m, bucket_header *bh, uint32_t *at) {
     for (uint32_t i = 0; i < m->spb; i++) {
         slot *x = slot_at(m, bh, i);
-        if (bh->tags[i] == tag && mem_eq(x, fp, h, key, len)) return x;
-        if (!*free_slot && atomic_load_explicit(&x->used, memory_order_relaxed) == 0)
-            *free_slot = x, *free_home = bh, *free_i = i;
+        if (atomic_load_explicit(&x->used, memory_order_relaxed) == 0) {
+            *at = i;
+            return x;
+        }
     }
     return NULL;
 }
@@ -408,10 +415,7 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     bucket_header *locked[2] = {bucket_at(m, b1), NULL}, *bh = locked[0];
     bucket_lock(bh);
     now_ms = bucket_time(bh, now_ms);
-    slot *free_slot = NULL;
-    bucket_header *free_home = NULL;
-    uint32_t free_i = 0;
-    slot *sl = find_in(m, bh, tag, sp->fp, h, key, len, &free_slot, &free_home, &free_i);
+    slot *sl = find_in(m, bh, tag, sp->fp, h, key, len);
     int n_locked = 1;
     if (!sl && b2 != b1) {
         bucket_unlock(bh);
@@ -421,17 +425,21 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
         bucket_lock(locked[1]);
         n_locked = 2;
         now_ms = bucket_time(locked[1], bucket_time(locked[0], now_ms));
-        free_slot = NULL;
         bucket_header *first = bucket_at(m, b1), *second = bucket_at(m, b2);
-        sl = find_in(m, first, tag, sp->fp, h, key, len, &free_slot, &free_home, &free_i);
+        sl = find_in(m, first, tag, sp->fp, h, key, len);
         bh = first;
         if (!sl) {
-            sl = find_in(m, second, tag, sp->fp, h, key, len, &free_slot, &free_home, &free_i);
+            sl = find_in(m, second, tag, sp->fp, h, key, len);
             if (sl) bh = second;
         }
     }
     int is_new = sl == NULL;
     if (is_new) {
+        /* the first bucket while it has room, else the second */
+        bucket_header *free_home = bucket_at(m, b1);
+        uint32_t free_i = 0;
+        slot *free_slot = free_in(m, free_home, &free_i);
+        if (!free_slot && b2 != b1) free_slot = free_in(m, free_home = bucket_at(m, b2), &free_i);
         if (!free_slot) {
             bucket_header *order[2] = {bucket_at(m, b1), bucket_at(m, b2)};
             free_slot = make_room(m, order, b2 != b1 ? 2 : 1, now_ms, &free_home, &free_i);
