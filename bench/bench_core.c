@@ -602,22 +602,9 @@ static void print_goals(void) {
 
 /* ------------------------------------------------------------------------ */
 
-static void *no_op(void *arg) {
-    return arg;
-}
-
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    /* Become multi-threaded first: glibc skips the atomics of an uncontended
-     * pthread mutex while a process has never had a second thread
-     * (__libc_single_threaded), which no process sharing a limiter is. */
-    pthread_t th;
-    if (pthread_create(&th, NULL, no_op, NULL) != 0 || pthread_join(th, NULL) != 0) {
-        fprintf(stderr, "bench_core: pthread_create failed\n");
-        return 1;
-    }
-    pick_cpus();
-    pin_to(0);
+    bench_setup_threads(); /* multi-threaded, pinned: see bench_util.h */
     printf("bench_core: sluice %s, %ld CPUs online, %s; median of %d runs of ~%.0f ms each\n",
            sluice_version(), sysconf(_SC_NPROCESSORS_ONLN),
            n_cpus >= 2 ? "threads pinned one per CPU" : "one CPU usable: 2 threads share it",

@@ -507,21 +507,9 @@ static void remove_dir(void) {
     rmdir(dir);
 }
 
-static void *no_op(void *arg) {
-    return arg;
-}
-
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    /* multi-threaded first, as every process sharing a store may be (see
-     * bench_core: glibc skips some atomics while a process never had two) */
-    pthread_t th;
-    if (pthread_create(&th, NULL, no_op, NULL) != 0 || pthread_join(th, NULL) != 0) {
-        fprintf(stderr, "bench_shm: pthread_create failed\n");
-        return 1;
-    }
-    pick_cpus();
-    pin_to(0);
+    bench_setup_threads(); /* multi-threaded, pinned: see bench_util.h */
     /* tmpfs when there is one: a shm: file belongs in memory */
     struct stat st;
     const char *base = stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && access("/dev/shm", W_OK) == 0

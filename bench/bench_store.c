@@ -762,10 +762,6 @@ static void print_goals(void) {
 
 /* ------------------------------------------------------------------------ */
 
-static void *no_op(void *arg) {
-    return arg;
-}
-
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     int64_t t0 = now_ns();
@@ -773,14 +769,7 @@ int main(void) {
      * allocated or freed here, so no freed memory hides the growth. */
     for (int size = N_SIZES - 1; size >= 0; size--) mem[size] = measure_memory(size_keys[size]);
 
-    /* Then become multi-threaded, as any process sharing a store is. */
-    pthread_t th;
-    if (pthread_create(&th, NULL, no_op, NULL) != 0 || pthread_join(th, NULL) != 0) {
-        fprintf(stderr, "bench_store: pthread_create failed\n");
-        return 1;
-    }
-    pick_cpus();
-    pin_to(0);
+    bench_setup_threads(); /* multi-threaded, pinned: see bench_util.h */
     printf("bench_store: sluice %s, %ld CPUs online, %s; median of %d runs of ~%.0f ms each\n",
            sluice_version(), sysconf(_SC_NPROCESSORS_ONLN),
            n_cpus >= 2 ? "threads pinned one per CPU" : "one CPU usable: 2 threads share it", N_RUNS,

@@ -42,6 +42,24 @@ BENCH_MAYBE_UNUSED static void pick_cpus(void) {
             if (CPU_ISSET(cpu, &set)) cpu_of[n_cpus++] = cpu;
 }
 
+static void *bench_no_op(void *arg) {
+    return arg;
+}
+
+/* Makes the process multi-threaded (glibc skips the atomics of an
+ * uncontended pthread mutex while a process has never had a second thread,
+ * which no process sharing a limiter or store is), then picks the CPUs and
+ * pins the calling thread to the first. Exits on failure. */
+BENCH_MAYBE_UNUSED static void bench_setup_threads(void) {
+    pthread_t th;
+    if (pthread_create(&th, NULL, bench_no_op, NULL) != 0 || pthread_join(th, NULL) != 0) {
+        fprintf(stderr, "bench: pthread_create failed\n");
+        exit(1);
+    }
+    pick_cpus();
+    pin_to(0);
+}
+
 /* Runs n operations on thread tid (0 or 1) of nthreads. */
 typedef void (*work_fn)(void *ctx, int tid, uint64_t n);
 
