@@ -370,6 +370,10 @@ static inline void sluice__decision_lag(sluice_decision *d, int64_t lag_ms) {
 /* Reads URL parameter i as an integer in lo..hi into *out, or explains. */
 SLUICE__SHARED int sluice__url_int(const sluice__url *url, size_t i, int64_t lo, int64_t hi,
                                    int64_t *out, char *err, size_t errlen);
+/* Reads URL parameter i as one of n names ("a", "b", ...): *out gets its
+ * index, or explains (naming the choices) and returns SLUICE_EINVAL. */
+SLUICE__SHARED int sluice__url_choice(const sluice__url *url, size_t i, const char *const *names,
+                                      int n, int *out, char *err, size_t errlen);
 /* Whether URL parameter i is named name. */
 SLUICE__SHARED int sluice__url_is(const sluice__url *url, size_t i, const char *name);
 

@@ -112,6 +112,25 @@ int sluice__url_int(const sluice__url *url, size_t i, int64_t lo, int64_t hi, in
     return 0;
 }
 
+int sluice__url_choice(const sluice__url *url, size_t i, const char *const *names, int n, int *out,
+                       char *err, size_t errlen) {
+    const char *v = url->params[i].value;
+    size_t len = url->params[i].value_len;
+    for (int k = 0; k < n; k++) {
+        if (strlen(names[k]) == len && !memcmp(v, names[k], len)) {
+            *out = k;
+            return 0;
+        }
+    }
+    char choices[128] = ""; /* "a, b or c" */
+    for (int k = 0; k < n; k++)
+        snprintf(choices + strlen(choices), sizeof choices - strlen(choices), "%s%s",
+                 k == 0 ? "" : k == n - 1 ? " or " : ", ", names[k]);
+    sluice__errf(err, errlen, "store URL parameter %.*s=%.*s: expected %s", (int)url->params[i].key_len,
+                 url->params[i].key, (int)len, v, choices);
+    return SLUICE_EINVAL;
+}
+
 /* The options struct, then the URL's common parameters over it. The kinds
  * read their own parameters; common ones are marked handled by zeroing. */
 static int read_options(const sluice_store_options *opts, sluice__url *url, sluice__store_config *cfg,
@@ -160,25 +179,16 @@ static int read_options(const sluice_store_options *opts, sluice__url *url, slui
         } else if (sluice__url_is(url, i, "connect_timeout_ms")) {
             int rc = sluice__url_int(url, i, 1, 3600000, &cfg->connect_timeout_ms, err, errlen);
             if (rc) return rc;
-        } else if (sluice__url_is(url, i, "on_error")) {
-            const char *v = url->params[i].value;
-            size_t n = url->params[i].value_len;
-            if (n == 5 && !memcmp(v, "allow", 5)) cfg->on_error = SLUICE_ON_ERROR_ALLOW;
-            else if (n == 4 && !memcmp(v, "deny", 4)) cfg->on_error = SLUICE_ON_ERROR_DENY;
-            else if (n == 5 && !memcmp(v, "error", 5)) cfg->on_error = SLUICE_ON_ERROR_ERROR;
-            else {
-                sluice__errf(err, errlen, "store URL parameter on_error=%.*s: expected allow, deny or error", (int)n, v);
-                return SLUICE_EINVAL;
-            }
-        } else if (sluice__url_is(url, i, "on_full")) {
-            const char *v = url->params[i].value;
-            size_t n = url->params[i].value_len;
-            if (n == 5 && !memcmp(v, "evict", 5)) cfg->on_full = SLUICE_ON_FULL_EVICT;
-            else if (n == 6 && !memcmp(v, "refuse", 6)) cfg->on_full = SLUICE_ON_FULL_REFUSE;
-            else {
-                sluice__errf(err, errlen, "store URL parameter on_full=%.*s: expected evict or refuse", (int)n, v);
-                return SLUICE_EINVAL;
-            }
+        } else if (sluice__url_is(url, i, "on_error")) { /* in sluice_on_error's order */
+            static const char *const names[] = {"allow", "deny", "error"};
+            int k, rc = sluice__url_choice(url, i, names, 3, &k, err, errlen);
+            if (rc) return rc;
+            cfg->on_error = (sluice_on_error)k;
+        } else if (sluice__url_is(url, i, "on_full")) { /* in sluice_on_full's order */
+            static const char *const names[] = {"evict", "refuse"};
+            int k, rc = sluice__url_choice(url, i, names, 2, &k, err, errlen);
+            if (rc) return rc;
+            cfg->on_full = (sluice_on_full)k;
         } else {
             continue;
         }

@@ -763,12 +763,8 @@ static int open_common(const sluice__url *url, const sluice__store_config *cfg, 
             rc = sluice__url_int(url, i, 0, INT64_C(1) << 40, &v, err, errlen);
             r->ttl_grace_ms = v;
         } else if (sluice__url_is(url, i, "clock")) {
-            if (vlen == 6 && !memcmp(val, "server", 6)) r->client_clock = 0;
-            else if (vlen == 6 && !memcmp(val, "client", 6)) r->client_clock = 1;
-            else {
-                sluice__errf(err, errlen, "store URL parameter clock=%.*s: expected server or client", (int)vlen, val);
-                rc = SLUICE_EINVAL;
-            }
+            static const char *const names[] = {"server", "client"};
+            rc = sluice__url_choice(url, i, names, 2, &r->client_clock, err, errlen);
         } else if (sluice__url_is(url, i, "prefix")) {
             if (vlen >= sizeof r->prefix || memchr(val, '{', vlen) || memchr(val, '}', vlen)) {
                 sluice__errf(err, errlen, "store URL parameter prefix: at most %zu bytes, no braces",
