@@ -385,6 +385,11 @@ extern const sluice__store_ops sluice__memory_store;
 /* Test hook: from now on every key of s hashes alike (decisions stay right,
  * only slower). */
 void sluice__memory_store_collide(sluice_store *s);
+/* Test hook (shm.c): when set, called at each step of a lock-free
+ * admission (1: its change installed, 2: its new state written, 3: the
+ * change marked done, before the key's version moves on), so that a test
+ * can stop or kill the process there. NULL in real use. */
+extern void (*sluice__shm_step_hook)(int step);
 /* Test hook: whether s holds state for (p, key) now. */
 int sluice__memory_store_holds(sluice_store *s, const sluice_policy *p, const void *key, size_t len);
 

@@ -55,6 +55,7 @@
  * a header or a lock word by hand. */
 #define FILE_HEADER_BYTES 4096
 #define FILE_VERSION_OFF 8      /* u32 layout version                       */
+#define FILE_LAYOUT_VERSION 2
 #define FILE_BOOT_ID_OFF 56     /* char[40], NUL-padded /proc boot id       */
 #define FILE_BOOT_ID_LEN 40
 #define FILE_BUCKET0_OFF 4096   /* the first bucket; its lock word at +0    */
@@ -871,7 +872,7 @@ TEST(damaged_geometry_is_refused_not_a_crash) {
     tmp_path(path, sizeof path, "geom0.shm");
     uint8_t hdr[FILE_HEADER_BYTES] = {0};
     memcpy(hdr, "SLUICEM1", 8);
-    uint32_t v = 1, hb = FILE_HEADER_BYTES;
+    uint32_t v = FILE_LAYOUT_VERSION, hb = FILE_HEADER_BYTES;
     memcpy(hdr + FILE_VERSION_OFF, &v, 4);
     memcpy(hdr + 12, &hb, 4);
     REQUIRE(spit(path, hdr, sizeof hdr, 0600) == 0);
@@ -1648,6 +1649,79 @@ TEST(fork_after_open_then_crash_does_not_deadlock) {
     sluice_policy_free(p);
 }
 
+/* ---- lock-free updates ---- */
+
+static int stop_at_step;
+static void stop_here(int step) {
+    if (step == stop_at_step) {
+        stop_at_step = 0;
+        raise(SIGSTOP);
+    }
+}
+
+/* A process stopped at any step of an admission (SIGSTOP: alive, so no
+ * lock of it would ever be taken over) blocks nobody: another process
+ * decides at once, finishing the stopped one's change. When the stopped
+ * one goes on, many updates later, its late writes change nothing; killed
+ * instead, it leaves nothing behind. A composite with a sliding log: a
+ * state of many words. */
+TEST(stopped_process_blocks_nobody) {
+    const char *spec = "token-bucket capacity=100 rate=1/h; sliding-log limit=10 window=1h";
+    for (int step = 1; step <= 3; step++) {
+        for (int go_on = 0; go_on <= 1; go_on++) {
+            char name[64], path[256], url[400];
+            snprintf(name, sizeof name, "stop-%d-%d.shm", step, go_on);
+            tmp_path(path, sizeof path, name);
+            shm_url(url, sizeof url, path, "max_keys=16&state_bytes=304");
+            sluice_store *s = open_url(url);
+            sluice_policy *p = policy("stop", spec);
+            REQUIRE(s && p);
+            sluice_decision d;
+            CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 1000, &d), 0);
+            CHECK(d.allowed);
+            fflush(NULL);
+            pid_t a = fork();
+            REQUIRE(a >= 0);
+            if (a == 0) {
+                sluice_store *sa = open_url(url);
+                sluice_policy *pa = policy("stop", spec);
+                stop_at_step = step;
+                sluice__shm_step_hook = stop_here;
+                int rc = sa && pa ? sluice_store_acquire_at(sa, pa, "k", 1, 1, 1000, &d) : -1;
+                _exit(rc == 0 && d.allowed && stop_at_step == 0 ? 0 : 1);
+            }
+            int status = 0;
+            REQUIRE(waitpid(a, &status, WUNTRACED) == a && WIFSTOPPED(status));
+            /* stopped mid-admission; a hang here ends the test by SIGALRM */
+            alarm(10);
+            for (int i = 0; i < 3; i++) {
+                CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 1000, &d), 0);
+                CHECK(d.allowed);
+            }
+            alarm(0);
+            /* 1 + the stopped one's (its change was installed: it counts) + 3 */
+            CHECK_EQ(d.remaining, 10 - 5);
+            if (go_on) {
+                kill(a, SIGCONT);
+                REQUIRE(waitpid(a, &status, 0) == a);
+                CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+            } else {
+                kill(a, SIGKILL);
+                REQUIRE(waitpid(a, &status, 0) == a);
+            }
+            CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 1000, &d), 0);
+            CHECK(d.allowed);
+            CHECK_EQ(d.remaining, 10 - 6);
+            sluice_stats st = stats(s);
+            CHECK_EQ(st.keys, 1);
+            /* the stopped one counts its admission itself, when it goes on */
+            CHECK_EQ(st.allowed, 5 + go_on);
+            sluice_store_close(s);
+            sluice_policy_free(p);
+        }
+    }
+}
+
 TEST_MAIN(per_key_state_and_file_mode, keys_are_binary_safe_up_to_key_bytes, bad_urls,
           conformance_with_memory_store, negative_readings_are_decided_as_given,
           lossless_forgetting_one_bucket,
@@ -1659,4 +1733,4 @@ TEST_MAIN(per_key_state_and_file_mode, keys_are_binary_safe_up_to_key_bytes, bad
           processes_times_threads_on_one_key, lagging_process_decides_at_store_time,
           lagging_process_gets_no_extra_capacity_racing, crashes_leave_a_working_consistent_table,
           lock_of_dead_owner_is_taken_over, lock_of_unreaped_dead_owner_is_taken_over,
-          fork_after_open_then_crash_does_not_deadlock)
+          fork_after_open_then_crash_does_not_deadlock, stopped_process_blocks_nobody)

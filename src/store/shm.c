@@ -6,7 +6,7 @@
  *
  *   0      header, 4096 bytes
  *          +0   magic "SLUICEM1"          u8[8]
- *          +8   layout version (1)         u32
+ *          +8   layout version (2)         u32
  *          +12  header bytes (4096)        u32
  *          +16  slot bytes                 u32   (a multiple of 64)
  *          +20  slots per bucket           u32
@@ -18,36 +18,56 @@
  *          +96  store time: highest reading  atomic i64
  *   4096   buckets, each: header (align64(64 + 4 * slots per bucket) bytes)
  *          +0   lock: owner (start << 32 | pid), 0 free   atomic u64
- *          +8   bucket time                i64   (under the lock)
+ *          +8   bucket time: the highest reading a key was forgotten at  atomic i64
  *          +16  allowed, denied, forgotten, evicted, refused   atomic u64 each
  *          +64  tags, one per slot         u32   (a hint: 0 none)
- *          then the slots, each:
- *          +0   used: policy fingerprint, 0 free   u64 (written last)
- *          +8   key hash                   u64
- *          +16  fresh at: store ms at which the state is fresh again  i64
- *          +24  last use (store ms)        i64
- *          +32  key length                 u32
- *          +36  current state copy (0/1)   u32
- *          +40  key                        u8[key bytes]
- *          then state copies 0 and 1, state bytes each (16-aligned); a
- *          copy holds the parts' states one after the other: buckets
- *          i128 TAT; fixed window i64 index, count; sliding window i64
- *          index, prev, cur; sliding log u32 cap, head, len, pad, i64 base,
- *          then cap entries of (i64 ms, i64 running total).
+ *          then the slots, each (16-aligned):
+ *          +0   control: version << 1 | live   atomic u64
+ *          +8   policy fingerprint (of the live key)   u64
+ *          +16  change: the move to the next version, 16 bytes:
+ *               now - SLUICE_TIME_MIN_MS u64, then
+ *               (version + 1) mod 2^32 << 32 | kind << 30 | cost  u64
+ *               (kind 1 admit, 2 admitted, 3 drop)
+ *          +32  key hash                   u64
+ *          +40  last use (store ms)        i64   (a hint)
+ *          +48  key length                 u32
+ *          +56  key, zero-padded to 8      u8[key bytes]
+ *          then (16-aligned) state copies 0 and 1, 16 + 2 * state bytes
+ *          each: words of {value u64, version u64}; word 0 is the store
+ *          time at which the state is fresh again, then the state, 8 bytes
+ *          a word: the parts' states one after the other: buckets i128
+ *          TAT; fixed window i64 index, count; sliding window i64 index,
+ *          prev, cur; sliding log u32 cap, head, len, pad, i64 base, then
+ *          cap entries of (i64 ms, i64 running total).
  *
- * Concurrency and crashes. A bucket's lock is a word naming its owner (pid
- * and start time), taken with compare-and-swap; a waiter that finds the
- * owner dead (a process killed with SIGKILL: gone, a zombie, or its pid now
- * another process's) takes the lock over, so no crash leaves it held. Not
- * covered: processes of different pid namespaces sharing one file, and an
- * owner that is stopped, not dead (it holds the bucket until it goes on). Under the lock, an update writes the spare state copy, then its
- * fresh-at time, then flips "current" with one aligned store: killed at any
- * point, the slot holds either the old state or the new one, never a torn
- * one. A new key is written completely before "used" is set; a key is
- * dropped by clearing "used" first. So a crash leaks no slot and corrupts
- * nothing, and at most the one interrupted request is admitted unused.
- * (The atomics must be lock-free: process-local fallback locks would not
- * work across processes; this is checked at compile time.)
+ * Updates of a key are lock-free. The key's version v selects its current
+ * copy, v & 1, whose words all carry version v. An admission (1) reads the
+ * copy, (2) installs its change for version v + 1 (its reading and cost)
+ * with one 16-byte compare-and-swap, (3) writes the new state into the
+ * other copy, each word with a 16-byte compare-and-swap that only raises a
+ * word's version, and (4) marks the change done and moves the control word
+ * to v + 1. The new state depends only on the old one and the change, so
+ * any process that meets an installed change finishes it (writing the same
+ * values) instead of waiting: a process stopped or killed at any step
+ * blocks nobody. A word's version only grows, so a process that wakes up
+ * late cannot write over a newer state; a reader takes a copy only when
+ * every word it read carries the version of the control word. Dropping a
+ * key is a change too (kind 3), so it cannot overtake an admission: a
+ * fresh key is dropped only with no change pending, and the least recently
+ * used key may be dropped with its admission pending (as if it came first).
+ *
+ * Only the table's shape takes a lock: adding a key, and making room for
+ * it, hold the locks of the key's two buckets. A bucket's lock is a word
+ * naming its owner (pid and start time), taken with compare-and-swap; a
+ * waiter that finds the owner dead (a process killed with SIGKILL: gone, a
+ * zombie, or its pid now another process's) takes the lock over. A new key
+ * is written whole before its control word says live, and a dropped key's
+ * control word says dead before its slot is reused. So a crash leaks no
+ * slot and corrupts nothing, and at most the one interrupted request is
+ * admitted unused. Not covered: processes of different pid namespaces
+ * sharing one file. The 16-byte compare-and-swap must be an instruction
+ * (x86-64 cmpxchg16b: checked when a file is opened), never a process-local
+ * lock, which would not work across processes.
  *
  * Room: a key lives in one of two buckets chosen by its hash: the first
  * while it has room, else the second (two choices fill a table almost to
@@ -57,8 +77,9 @@
  * else on_full evicts the least recently used of the two buckets' keys, or
  * refuses. Time is the store's clock (by default CLOCK_MONOTONIC, one clock
  * for every process of the host); the store's time is the highest reading
- * any process admitted at (never backwards), and the boot id detects a
- * reboot, after which the file starts fresh. */
+ * any process admitted at (never backwards), a bucket's time the highest
+ * it forgot a key at (a key's decisions are never earlier), and the boot
+ * id detects a reboot, after which the file starts fresh. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -79,7 +100,7 @@
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm needs lock-free 64-bit atomics");
 
 #define MAGIC "SLUICEM1"
-#define LAYOUT_VERSION 1
+#define LAYOUT_VERSION 2
 #define HEADER_BYTES 4096
 #define BUCKET_SLOTS 16
 #define KEY_BYTES_DEFAULT 128
@@ -98,24 +119,44 @@ typedef struct {
 
 typedef struct {
     _Atomic uint64_t lock;
-    int64_t now_ms;
+    _Atomic int64_t now_ms;
     _Atomic uint64_t allowed, denied, forgotten, evicted, refused;
     uint64_t pad;
-    uint32_t tags[];
+    _Atomic uint32_t tags[];
 } bucket_header;
 
+/* Two 64-bit words changed together by a 16-byte compare-and-swap. */
 typedef struct {
-    _Atomic uint64_t used;
-    uint64_t hash;
-    int64_t fresh_at_ms, last_use_ms;
-    uint32_t key_len;
-    _Atomic uint32_t current;
-    uint8_t key[];
+    _Alignas(16) _Atomic uint64_t lo;
+    _Atomic uint64_t hi;
+} pair;
+
+typedef struct {
+    _Atomic uint64_t ctrl;
+    _Atomic uint64_t fp;
+    pair change; /* lo: now - SLUICE_TIME_MIN_MS; hi: see CHANGE() */
+    _Atomic uint64_t hash;
+    _Atomic int64_t last_use_ms;
+    _Atomic uint32_t key_len;
+    uint32_t pad;
+    _Atomic uint64_t key[]; /* zero-padded to a multiple of 8 bytes */
 } slot;
+
+/* A state copy's word: lo its value, hi its version. */
+#define LIVE 1u
+#define VERSION(c) ((c) >> 1)
+#define KIND_ADMIT 1u
+#define KIND_ADMITTED 2u
+#define KIND_DROP 3u
+#define CHANGE(version, kind, cost) ((uint64_t)(uint32_t)(version) << 32 | (uint64_t)(kind) << 30 | (uint64_t)(cost))
+#define CHANGE_VERSION(hi) ((uint32_t)((hi) >> 32))
+#define CHANGE_KIND(hi) ((unsigned)((hi) >> 30) & 3u)
+#define CHANGE_COST(hi) ((int64_t)((hi) & 0x3fffffffu))
+_Static_assert(SLUICE_LIMIT_MAX < (1 << 30), "a change holds a cost in 30 bits");
 
 _Static_assert(sizeof(file_header) <= 128, "the header's fields fit their offsets");
 _Static_assert(offsetof(bucket_header, tags) == 64, "tags at +64");
-_Static_assert(offsetof(slot, key) == 40, "key at +40");
+_Static_assert(offsetof(slot, change) == 16 && offsetof(slot, key) == 56, "change at +16, key at +56");
 
 /* What this process knows of a policy: its fingerprint in the file and
  * where each part's state lies in a state copy. */
@@ -123,7 +164,7 @@ typedef struct {
     sluice_policy policy;
     uint64_t fp;
     uint32_t offset[SLUICE_POLICY_MAX_PARTS], log_cap[SLUICE_POLICY_MAX_PARTS];
-    uint32_t bytes;
+    uint32_t bytes, words; /* a state copy: bytes of state; words with "fresh at" */
 } spolicy;
 
 typedef struct {
@@ -151,8 +192,52 @@ static slot *slot_at(const shm_store *m, bucket_header *bh, uint32_t i) {
     return (slot *)((uint8_t *)bh + m->bucket_header_bytes + (size_t)i * m->slot_bytes);
 }
 
-static uint8_t *copy_at(const shm_store *m, slot *sl, uint32_t which) {
-    return (uint8_t *)sl + align_up(40 + m->key_bytes, 16) + (size_t)which * m->state_bytes;
+/* The state copy of version v: 1 + state bytes / 8 words. */
+static pair *copy_at(const shm_store *m, slot *sl, uint64_t v) {
+    size_t words = 1 + m->state_bytes / 8;
+    return (pair *)((uint8_t *)sl + align_up(56 + align_up(m->key_bytes, 8), 16)) + (v & 1) * words;
+}
+
+/* ---- the 16-byte compare-and-swap ---- */
+
+/* When *p is {lo, hi}, makes it {new_lo, new_hi} and returns 1. */
+static int cas16(pair *p, uint64_t lo, uint64_t hi, uint64_t new_lo, uint64_t new_hi) {
+#if defined(__x86_64__)
+    uint8_t ok;
+    __asm__ __volatile__("lock cmpxchg16b %1\n\tsetz %0"
+                         : "=q"(ok), "+m"(*(volatile unsigned __int128 *)p), "+a"(lo), "+d"(hi)
+                         : "b"(new_lo), "c"(new_hi)
+                         : "memory", "cc");
+    return ok;
+#else
+    unsigned __int128 e = (unsigned __int128)hi << 64 | lo, n = (unsigned __int128)new_hi << 64 | new_lo;
+    return __atomic_compare_exchange_n((unsigned __int128 *)(void *)p, &e, n, 0, __ATOMIC_SEQ_CST,
+                                       __ATOMIC_SEQ_CST);
+#endif
+}
+
+/* Whether cas16 is one instruction (across processes, a lock would not do). */
+static int cas16_lock_free(void) {
+#if defined(__x86_64__)
+    unsigned a = 1, b, c = 0, d;
+    __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
+    return (c >> 13) & 1; /* CPUID.1:ECX.CX16 */
+#else
+    return __atomic_is_lock_free(16, 0);
+#endif
+}
+
+/* A consistent reading of a pair whose hi changes with every store to it
+ * (hi read before and after lo: equal, so lo is of the same store). */
+static void pair_read(pair *p, uint64_t *lo, uint64_t *hi) {
+    for (;;) {
+        uint64_t h = atomic_load_explicit(&p->hi, memory_order_acquire);
+        *lo = atomic_load_explicit(&p->lo, memory_order_acquire);
+        if (atomic_load_explicit(&p->hi, memory_order_acquire) == h) {
+            *hi = h;
+            return;
+        }
+    }
 }
 
 /* ---- the bucket lock: a pid, taken over from a dead owner ---- */
@@ -227,8 +312,9 @@ static void unlock_all(bucket_header **locked, int n) {
     while (n-- > 0) bucket_unlock(locked[n]);
 }
 
-/* A counter of the bucket, under its lock: no locked add needed (atomic
- * only so that stats may read it without the lock). */
+/* A counter of the bucket changed only under its lock (forgotten,
+ * evicted, refused): no locked add needed (atomic only so that stats may
+ * read it without the lock). */
 static void bump(_Atomic uint64_t *c) {
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
 }
@@ -264,6 +350,7 @@ static int spolicy_init(void *item, void *ctx) {
         }
     }
     sp->bytes = at;
+    sp->words = 1 + at / 8;
     if (at > m->state_bytes) {
         sluice__store_errf(&m->head, "policy %s needs %u bytes of state per key; this shm file's slots "
                                      "hold %u (a new file made with ?state_bytes=%u would: remove "
@@ -328,65 +415,265 @@ static void fresh_states(const spolicy *sp, uint8_t *copy) {
     store_states(sp, copy, st);
 }
 
+/* ---- a key's state: the words of one copy ---- */
+
+/* Reads copy v's first n words into buf: 0 when one of them is not of
+ * version v (the key moved on meanwhile). */
+static int copy_read(const shm_store *m, slot *sl, uint64_t v, uint64_t *buf, size_t n) {
+    pair *w = copy_at(m, sl, v);
+    for (size_t i = 0; i < n; i++) {
+        if (atomic_load_explicit(&w[i].hi, memory_order_acquire) != v) return 0;
+        buf[i] = atomic_load_explicit(&w[i].lo, memory_order_acquire);
+        if (atomic_load_explicit(&w[i].hi, memory_order_acquire) != v) return 0;
+    }
+    return 1;
+}
+
+/* Writes buf as copy v's first n words, each only over an older version:
+ * a writer that comes late (v already passed) changes nothing. */
+static void copy_write(const shm_store *m, slot *sl, uint64_t v, const uint64_t *buf, size_t n) {
+    pair *w = copy_at(m, sl, v);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t lo, hi;
+        do pair_read(&w[i], &lo, &hi);
+        while (hi < v && !cas16(&w[i], lo, hi, buf[i], v));
+    }
+}
+
+/* Decides on the state in buf (word 0: fresh at; then the policy's
+ * states), updating it when allowed. */
+static int decide_words(const spolicy *sp, uint64_t *buf, int64_t now_ms, int64_t cost, sluice_decision *d) {
+    sluice__state st[SLUICE_POLICY_MAX_PARTS];
+    load_states(sp, (uint8_t *)(buf + 1), st);
+    size_t g = 0;
+    int rc = sluice__policy_decide(&sp->policy, st, now_ms, cost, d, &g);
+    if (rc == SLUICE__EGROW) return SLUICE_ESTORE; /* cannot happen: spolicy_init sized the logs */
+    if (rc == 0 && d->allowed) {
+        store_states(sp, (uint8_t *)(buf + 1), st);
+        buf[0] = (uint64_t)(now_ms + d->reset_ms); /* fresh at */
+    }
+    return rc;
+}
+
+/* ---- changes: the move of a key from version v to v + 1 ---- */
+
+/* Moves the control word c on, once its change (hi) is decided: live
+ * after an admission, dead after a drop. Anyone may; the first does. */
+static void publish(slot *sl, uint64_t c, uint64_t hi) {
+    unsigned kind = CHANGE_KIND(hi);
+    if (CHANGE_VERSION(hi) != (uint32_t)(VERSION(c) + 1) || kind == KIND_ADMIT) return;
+    uint64_t next = (VERSION(c) + 1) << 1 | (kind == KIND_ADMITTED ? LIVE : 0);
+    atomic_compare_exchange_strong_explicit(&sl->ctrl, &c, next, memory_order_acq_rel, memory_order_relaxed);
+}
+
+/* Finishes the admission {lo, hi} installed in sl at control word c, as its
+ * maker would (the same values: they depend only on the old state and the
+ * change), then publishes. Any process that knows the key's policy may,
+ * any number of times; buf is room for the policy's words. */
+static void finish(const shm_store *m, const spolicy *sp, slot *sl, uint64_t c, uint64_t lo, uint64_t hi,
+                   uint64_t *buf) {
+    if (CHANGE_KIND(hi) == KIND_ADMIT) {
+        if (!copy_read(m, sl, VERSION(c), buf, sp->words)) return; /* already moved on */
+        sluice_decision d;
+        decide_words(sp, buf, (int64_t)lo + SLUICE_TIME_MIN_MS, CHANGE_COST(hi), &d);
+        copy_write(m, sl, VERSION(c) + 1, buf, sp->words);
+        uint64_t done = (hi & ~(UINT64_C(3) << 30)) | (uint64_t)KIND_ADMITTED << 30;
+        if (cas16(&sl->change, lo, hi, lo, done)) hi = done;
+        else pair_read(&sl->change, &lo, &hi); /* done by another, or dropped */
+    }
+    publish(sl, c, hi);
+}
+
+/* Installs a drop in place of sl's change {lo, hi} read at control word c
+ * (none pending, or an admission pending), then publishes it: 1, or 0 when
+ * the key changed meanwhile. With the buckets' locks held. */
+static int drop(slot *sl, uint64_t c, uint64_t lo, uint64_t hi) {
+    uint64_t d = CHANGE(VERSION(c) + 1, KIND_DROP, 0);
+    if (!cas16(&sl->change, lo, hi, 0, d)) return 0;
+    publish(sl, c, d);
+    return 1;
+}
+
 /* ---- decisions ---- */
 
-static int mem_eq(const slot *sl, uint64_t fp, uint64_t h, const void *key, size_t len) {
-    return atomic_load_explicit(&sl->used, memory_order_relaxed) == fp && sl->hash == h &&
-           sl->key_len == len && memcmp(sl->key, key, len) == 0;
+void (*sluice__shm_step_hook)(int step);
+#define STEP(n) (sluice__shm_step_hook ? sluice__shm_step_hook(n) : (void)0)
+
+#define NOT_HELD 2 /* internal: the slot does not (or no longer) hold the key */
+
+/* Whether sl holds the key (kw: its bytes, zero-padded to whole words). */
+static int holds(slot *sl, uint64_t fp, uint64_t h, const uint64_t *kw, size_t len) {
+    if (atomic_load_explicit(&sl->fp, memory_order_relaxed) != fp ||
+        atomic_load_explicit(&sl->hash, memory_order_relaxed) != h ||
+        atomic_load_explicit(&sl->key_len, memory_order_relaxed) != len)
+        return 0;
+    for (size_t i = 0; i < (len + 7) / 8; i++)
+        if (atomic_load_explicit(&sl->key[i], memory_order_relaxed) != kw[i]) return 0;
+    return 1;
 }
 
-/* A slot for a new key when its n (1 or 2) buckets are full, or NULL
- * (refused): a fresh key's place first, else on_full. *home and *at say
- * where the slot is. */
-static slot *make_room(shm_store *m, bucket_header **bhs, int n, int64_t now_ms, bucket_header **home,
-                       uint32_t *at) {
-    slot *lru = NULL;
-    for (int b = 0; b < n; b++) {
-        for (uint32_t i = 0; i < m->spb; i++) {
-            slot *sl = slot_at(m, bhs[b], i);
-            if (sl->fresh_at_ms <= now_ms) {
-                atomic_store_explicit(&sl->used, 0, memory_order_release);
-                bump(&bhs[b]->forgotten);
-                *home = bhs[b], *at = i;
-                return sl;
-            }
-            if (!lru || sl->last_use_ms < lru->last_use_ms) lru = sl, *home = bhs[b], *at = i;
-        }
-    }
-    if (m->on_full == SLUICE_ON_FULL_REFUSE) {
-        bump(&bhs[0]->refused);
-        return NULL;
-    }
-    atomic_store_explicit(&lru->used, 0, memory_order_release);
-    bump(&(*home)->evicted);
-    return lru;
+static int is_live(slot *sl) {
+    return (atomic_load_explicit(&sl->ctrl, memory_order_acquire) & LIVE) != 0;
 }
 
-/* The key's slot in bucket bh (NULL when not there); notes the first free
- * slot in *free_slot, *free_i (when none yet). */
+/* The key's slot in bucket bh, or NULL. Without a lock. */
 static slot *find_in(const shm_store *m, bucket_header *bh, uint32_t tag, uint64_t fp, uint64_t h,
-                     const void *key, size_t len) {
-    for (uint32_t i = 0; i < m->spb; i++) /* the tags first: one line, not a slot each */
-        if (bh->tags[i] == tag && mem_eq(slot_at(m, bh, i), fp, h, key, len)) return slot_at(m, bh, i);
+                     const uint64_t *kw, size_t len) {
+    for (uint32_t i = 0; i < m->spb; i++) { /* the tags first: one line, not a slot each */
+        if (atomic_load_explicit(&bh->tags[i], memory_order_relaxed) != tag) continue;
+        slot *sl = slot_at(m, bh, i);
+        if (is_live(sl) && holds(sl, fp, h, kw, len)) return sl;
+    }
     return NULL;
 }
 
 /* A free slot of bh (NULL when full), with its index in *at. */
 static slot *free_in(const shm_store *m, bucket_header *bh, uint32_t *at) {
     for (uint32_t i = 0; i < m->spb; i++) {
-        slot *x = slot_at(m, bh, i);
-        if (atomic_load_explicit(&x->used, memory_order_relaxed) == 0) {
+        if (!is_live(slot_at(m, bh, i))) {
             *at = i;
-            return x;
+            return slot_at(m, bh, i);
         }
     }
     return NULL;
 }
 
-/* Bucket time, kept as now - SLUICE_TIME_MIN_MS (0, a new file's, is "none
- * yet"): the highest reading this bucket admitted at. max(now_ms, it). */
-static int64_t bucket_time(const bucket_header *bh, int64_t now_ms) {
-    return now_ms < bh->now_ms + SLUICE_TIME_MIN_MS ? bh->now_ms + SLUICE_TIME_MIN_MS : now_ms;
+/* Bucket time, kept as ms - SLUICE_TIME_MIN_MS (0, a new file's: none). */
+static void bucket_time_raise(bucket_header *bh, int64_t now_ms) {
+    int64_t want = now_ms - SLUICE_TIME_MIN_MS, t = atomic_load_explicit(&bh->now_ms, memory_order_relaxed);
+    while (t < want && !atomic_compare_exchange_weak_explicit(&bh->now_ms, &t, want, memory_order_release,
+                                                              memory_order_relaxed)) {
+    }
+}
+
+/* The time a key of buckets bt[0..1] is decided at: the reading, raised to
+ * the store's time and to the times its buckets forgot keys at (read after
+ * the key's control word, so a key added after a forgetting sees it). */
+static int64_t decision_time(const shm_store *m, bucket_header *const bt[2], int64_t reading_ms) {
+    int64_t now = sluice__store_time(&m->hdr->now_ms, reading_ms);
+    for (int i = 0; i < 2; i++) {
+        int64_t b = atomic_load_explicit(&bt[i]->now_ms, memory_order_acquire);
+        if (b != 0 && b + SLUICE_TIME_MIN_MS > now) now = b + SLUICE_TIME_MIN_MS;
+    }
+    return now;
+}
+
+/* Decides on the key in sl, lock-free (see the top of the file): 0 with *d
+ * filled, an error, or NOT_HELD. home is sl's bucket, for its counts. */
+static int decide_held(shm_store *m, const spolicy *sp, slot *sl, bucket_header *home,
+                       bucket_header *const bt[2], uint64_t h, const uint64_t *kw, size_t len, int64_t cost,
+                       int64_t reading_ms, sluice_decision *d, uint64_t *buf) {
+    for (;;) {
+        uint64_t c = atomic_load_explicit(&sl->ctrl, memory_order_acquire), lo, hi;
+        if (!(c & LIVE) || !holds(sl, sp->fp, h, kw, len)) return NOT_HELD;
+        uint64_t v = VERSION(c);
+        pair_read(&sl->change, &lo, &hi);
+        if (CHANGE_VERSION(hi) == (uint32_t)(v + 1)) { /* another's change: finish it first */
+            finish(m, sp, sl, c, lo, hi, buf);
+            continue;
+        }
+        if (!copy_read(m, sl, v, buf, sp->words) || atomic_load_explicit(&sl->ctrl, memory_order_acquire) != c)
+            continue;
+        int64_t now = decision_time(m, bt, reading_ms);
+        int rc = decide_words(sp, buf, now, cost, d);
+        if (rc) return rc;
+        atomic_store_explicit(&sl->last_use_ms, now, memory_order_relaxed);
+        if (d->allowed) {
+            uint64_t at = (uint64_t)(now - SLUICE_TIME_MIN_MS), mine = CHANGE(v + 1, KIND_ADMIT, cost);
+            if (!cas16(&sl->change, lo, hi, at, mine)) continue; /* another change came first */
+            /* the admission is decided: write it, say so, publish (a drop
+             * that replaced it meanwhile counts as coming after it) */
+            STEP(1);
+            copy_write(m, sl, v + 1, buf, sp->words);
+            STEP(2);
+            uint64_t done = CHANGE(v + 1, KIND_ADMITTED, cost);
+            if (cas16(&sl->change, at, mine, at, done)) hi = done;
+            else pair_read(&sl->change, &lo, &hi);
+            STEP(3);
+            publish(sl, c, hi);
+            sluice__store_time_raise(&m->hdr->now_ms, now);
+        }
+        atomic_fetch_add_explicit(d->allowed ? &home->allowed : &home->denied, 1, memory_order_relaxed);
+        sluice__decision_lag(d, now - reading_ms);
+        return 0;
+    }
+}
+
+/* A slot for a new key when its n (1 or 2) buckets are full, or NULL
+ * (refused): a fresh key's place first, else on_full. *home and *at say
+ * where the slot is. With the buckets' locks held. */
+static slot *make_room(shm_store *m, bucket_header **bhs, int n, int64_t now_ms, bucket_header **home,
+                       uint32_t *at) {
+again:;
+    slot *lru = NULL;
+    uint64_t lru_c = 0, lru_lo = 0, lru_hi = 0;
+    int64_t lru_use = 0;
+    for (int b = 0; b < n; b++) {
+        for (uint32_t i = 0; i < m->spb; i++) {
+            slot *sl = slot_at(m, bhs[b], i);
+            uint64_t c = atomic_load_explicit(&sl->ctrl, memory_order_acquire), lo, hi, fresh_at;
+            if (!(c & LIVE)) { /* freed meanwhile (a drop left unpublished by a crash) */
+                *home = bhs[b], *at = i;
+                return sl;
+            }
+            pair_read(&sl->change, &lo, &hi);
+            int pending = CHANGE_VERSION(hi) == (uint32_t)(VERSION(c) + 1);
+            if (pending && CHANGE_KIND(hi) != KIND_ADMIT) {
+                publish(sl, c, hi);
+                goto again;
+            }
+            if (!pending) { /* an admission pending is not fresh (it may be evicted) */
+                if (!copy_read(m, sl, VERSION(c), &fresh_at, 1)) goto again;
+                if ((int64_t)fresh_at <= now_ms) {
+                    bucket_time_raise(bhs[b], now_ms); /* its key's decisions: never earlier */
+                    if (!drop(sl, c, lo, hi)) goto again;
+                    bump(&bhs[b]->forgotten);
+                    *home = bhs[b], *at = i;
+                    return sl;
+                }
+            }
+            int64_t use = atomic_load_explicit(&sl->last_use_ms, memory_order_relaxed);
+            if (!lru || use < lru_use) {
+                lru = sl, lru_c = c, lru_lo = lo, lru_hi = hi, lru_use = use;
+                *home = bhs[b], *at = i;
+            }
+        }
+    }
+    if (m->on_full == SLUICE_ON_FULL_REFUSE) {
+        bump(&bhs[0]->refused);
+        return NULL;
+    }
+    bucket_time_raise(*home, now_ms);
+    if (!drop(lru, lru_c, lru_lo, lru_hi)) goto again;
+    bump(&(*home)->evicted);
+    return lru;
+}
+
+/* Adds the key to a free slot (making room when needed) with a fresh
+ * state: its slot, or NULL (refused). With the buckets' locks held. */
+static slot *add_key(shm_store *m, const spolicy *sp, bucket_header *const bt[2], int n, uint32_t tag,
+                     uint64_t h, const uint64_t *kw, size_t len, int64_t now_ms, bucket_header **home,
+                     uint64_t *buf) {
+    uint32_t i = 0;
+    slot *sl = free_in(m, *home = bt[0], &i); /* the first bucket while it has room */
+    if (!sl && n == 2) sl = free_in(m, *home = bt[1], &i);
+    if (!sl) {
+        bucket_header *order[2] = {bt[0], bt[1]};
+        if (!(sl = make_room(m, order, n, now_ms, home, &i))) return NULL;
+    }
+    /* whole before live; its control word is dead, so nobody else writes it */
+    uint64_t v = VERSION(atomic_load_explicit(&sl->ctrl, memory_order_acquire)) + 1;
+    atomic_store_explicit(&sl->fp, sp->fp, memory_order_relaxed);
+    atomic_store_explicit(&sl->hash, h, memory_order_relaxed);
+    atomic_store_explicit(&sl->key_len, (uint32_t)len, memory_order_relaxed);
+    for (size_t k = 0; k < (len + 7) / 8; k++) atomic_store_explicit(&sl->key[k], kw[k], memory_order_relaxed);
+    atomic_store_explicit(&sl->last_use_ms, now_ms, memory_order_relaxed);
+    buf[0] = (uint64_t)INT64_MIN; /* fresh at: fresh */
+    fresh_states(sp, (uint8_t *)(buf + 1));
+    copy_write(m, sl, v, buf, sp->words);
+    atomic_store_explicit(&(*home)->tags[i], tag, memory_order_relaxed);
+    atomic_store_explicit(&sl->ctrl, v << 1 | LIVE, memory_order_release);
+    return sl;
 }
 
 static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t len,
@@ -401,94 +688,44 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
                               "(create it with ?key_bytes=N)", len, m->key_bytes);
         return SLUICE_EINVAL;
     }
-    int64_t reading_ms = now_ms;
-    now_ms = sluice__store_time(&m->hdr->now_ms, now_ms);
+    uint64_t kw[SLUICE_KEY_MAX / 8 + 1] = {0};
+    memcpy(kw, key, len);
     uint64_t k[2] = {m->hdr->seed[0] ^ sp->fp, m->hdr->seed[1]};
     uint64_t h = sluice__siphash13(k, key, len);
     uint32_t tag = (uint32_t)(h >> 32) | 1;
     /* two buckets may hold the key: the first choice, where keys go while
-     * it has room, and the second; every key is looked for in the first
-     * under its lock alone, and in both (locked in order) only when not
-     * found there, which is also where new keys are placed */
+     * it has room, and the second */
     uint64_t b1 = (uint64_t)(((unsigned __int128)h * m->buckets) >> 64);
     uint64_t b2 = (uint64_t)(((unsigned __int128)((h << 32) | (h >> 32)) * m->buckets) >> 64);
-    bucket_header *locked[2] = {bucket_at(m, b1), NULL}, *bh = locked[0];
-    bucket_lock(bh);
-    now_ms = bucket_time(bh, now_ms);
-    slot *sl = find_in(m, bh, tag, sp->fp, h, key, len);
-    int n_locked = 1;
-    if (!sl && b2 != b1) {
-        bucket_unlock(bh);
-        locked[0] = bucket_at(m, b1 < b2 ? b1 : b2);
-        locked[1] = bucket_at(m, b1 < b2 ? b2 : b1);
-        bucket_lock(locked[0]);
-        bucket_lock(locked[1]);
-        n_locked = 2;
-        now_ms = bucket_time(locked[1], bucket_time(locked[0], now_ms));
-        bucket_header *first = bucket_at(m, b1), *second = bucket_at(m, b2);
-        sl = find_in(m, first, tag, sp->fp, h, key, len);
-        bh = first;
+    bucket_header *bt[2] = {bucket_at(m, b1), bucket_at(m, b2)};
+    int n = b2 != b1 ? 2 : 1;
+    uint64_t stack_buf[160], *buf = stack_buf;
+    if (sp->words > sizeof stack_buf / sizeof stack_buf[0] && !(buf = malloc(sp->words * sizeof *buf)))
+        return SLUICE_ENOMEM;
+    for (rc = NOT_HELD; rc == NOT_HELD;) {
+        bucket_header *home = bt[0];
+        slot *sl = find_in(m, bt[0], tag, sp->fp, h, kw, len);
+        if (!sl && n == 2) sl = find_in(m, home = bt[1], tag, sp->fp, h, kw, len);
+        if (sl) { /* held: no lock */
+            rc = decide_held(m, sp, sl, home, bt, h, kw, len, cost, now_ms, d, buf);
+            continue;
+        }
+        /* new: added under both buckets' locks (in order), after a look
+         * there (another process may just have added it) */
+        bucket_header *locked[2] = {bt[b1 < b2 ? 0 : 1], bt[b1 < b2 ? 1 : 0]};
+        for (int i = 0; i < n; i++) bucket_lock(locked[i]);
+        sl = find_in(m, home = bt[0], tag, sp->fp, h, kw, len);
+        if (!sl && n == 2) sl = find_in(m, home = bt[1], tag, sp->fp, h, kw, len);
+        if (!sl) sl = add_key(m, sp, bt, n, tag, h, kw, len, decision_time(m, bt, now_ms), &home, buf);
+        if (sl) rc = decide_held(m, sp, sl, home, bt, h, kw, len, cost, now_ms, d, buf);
+        unlock_all(locked, n);
         if (!sl) {
-            sl = find_in(m, second, tag, sp->fp, h, key, len);
-            if (sl) bh = second;
+            sluice__store_errf(s, "shm store is full of keys that are not fresh (buckets of %u)", m->spb);
+            rc = SLUICE_EFULL;
         }
     }
-    int is_new = sl == NULL;
-    if (is_new) {
-        /* the first bucket while it has room, else the second */
-        bucket_header *free_home = bucket_at(m, b1);
-        uint32_t free_i = 0;
-        slot *free_slot = free_in(m, free_home, &free_i);
-        if (!free_slot && b2 != b1) free_slot = free_in(m, free_home = bucket_at(m, b2), &free_i);
-        if (!free_slot) {
-            bucket_header *order[2] = {bucket_at(m, b1), bucket_at(m, b2)};
-            free_slot = make_room(m, order, b2 != b1 ? 2 : 1, now_ms, &free_home, &free_i);
-            if (!free_slot) {
-                unlock_all(locked, n_locked);
-                sluice__store_errf(s, "shm store is full of keys that are not fresh (buckets of %u)", m->spb);
-                return SLUICE_EFULL;
-            }
-        }
-        sl = free_slot;
-        bh = free_home;
-        /* write it whole, then the tag (a hint), then "used" */
-        sl->hash = h;
-        sl->key_len = (uint32_t)len;
-        memcpy(sl->key, key, len);
-        atomic_store_explicit(&sl->current, 0, memory_order_relaxed);
-        sl->fresh_at_ms = INT64_MIN;
-        sl->last_use_ms = now_ms;
-        fresh_states(sp, copy_at(m, sl, 0));
-        bh->tags[free_i] = tag;
-        atomic_store_explicit(&sl->used, sp->fp, memory_order_release);
-    }
-    /* decide on the spare copy; publish it by flipping "current" */
-    uint32_t cur = atomic_load_explicit(&sl->current, memory_order_relaxed) & 1;
-    uint8_t *from = copy_at(m, sl, cur), *spare = copy_at(m, sl, !cur);
-    memcpy(spare, from, sp->bytes);
-    sluice__state st[SLUICE_POLICY_MAX_PARTS];
-    load_states(sp, spare, st);
-    size_t g = 0;
-    rc = sluice__policy_decide(&sp->policy, st, now_ms, cost, d, &g);
-    if (rc == SLUICE__EGROW) { /* cannot happen: spolicy_init sized the logs */
-        unlock_all(locked, n_locked);
-        sluice__store_errf(s, "sliding log full in shm slot");
-        return SLUICE_ESTORE;
-    }
-    if (d->allowed) {
-        store_states(sp, spare, st);
-        sl->fresh_at_ms = now_ms + d->reset_ms; /* before the flip: never early */
-        atomic_store_explicit(&sl->current, !cur, memory_order_release);
-        bump(&bh->allowed);
-        for (int i = 0; i < n_locked; i++) locked[i]->now_ms = now_ms - SLUICE_TIME_MIN_MS;
-        sluice__store_time_raise(&m->hdr->now_ms, now_ms);
-    } else {
-        bump(&bh->denied);
-    }
-    sl->last_use_ms = now_ms;
-    unlock_all(locked, n_locked);
-    sluice__decision_lag(d, now_ms - reading_ms);
-    return 0;
+    if (buf != stack_buf) free(buf);
+    return rc;
 }
 
 /* ---- the store ---- */
@@ -499,7 +736,7 @@ static void shm_stats(sluice_store *s, sluice_stats *out) {
     for (uint64_t b = 0; b < m->buckets; b++) {
         bucket_header *bh = bucket_at(m, b);
         for (uint32_t i = 0; i < m->spb; i++)
-            out->keys += atomic_load_explicit(&slot_at(m, bh, i)->used, memory_order_relaxed) != 0;
+            out->keys += is_live(slot_at(m, bh, i));
         out->allowed += (int64_t)atomic_load_explicit(&bh->allowed, memory_order_relaxed);
         out->denied += (int64_t)atomic_load_explicit(&bh->denied, memory_order_relaxed);
         out->forgotten += (int64_t)atomic_load_explicit(&bh->forgotten, memory_order_relaxed);
@@ -527,7 +764,7 @@ static void read_boot_id(char out[40]) {
 static void geometry(shm_store *m, uint64_t max_keys) {
     m->spb = max_keys <= 64 ? (uint32_t)max_keys : BUCKET_SLOTS;
     m->buckets = (max_keys + m->spb - 1) / m->spb;
-    m->slot_bytes = align_up(align_up(40 + m->key_bytes, 16) + 2 * m->state_bytes, 64);
+    m->slot_bytes = align_up(align_up(56 + align_up(m->key_bytes, 8), 16) + 2 * (16 + 2 * m->state_bytes), 64);
     m->bucket_header_bytes = align_up(64 + 4 * m->spb, 64);
     m->bucket_bytes = m->bucket_header_bytes + m->spb * m->slot_bytes;
     m->map_bytes = HEADER_BYTES + (size_t)m->buckets * m->bucket_bytes;
@@ -558,6 +795,11 @@ static int shm_open_file(const sluice__url *url, const sluice__store_config *cfg
             rc = SLUICE_EINVAL;
         }
         if (rc) return rc;
+    }
+    if (!cas16_lock_free()) {
+        sluice__errf(err, errlen, "shm:%s: this CPU has no 16-byte compare-and-swap instruction, which "
+                     "the shm store's lock-free updates need", path);
+        return SLUICE_EINVAL;
     }
     shm_store *m = calloc(1, sizeof *m);
     if (!m) return SLUICE_ENOMEM;
