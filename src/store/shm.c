@@ -19,8 +19,9 @@
  *   4096   buckets, each: header (align64(64 + 4 * slots per bucket) bytes)
  *          +0   lock: owner (start << 32 | pid), 0 free   atomic u64
  *          +8   bucket time: the highest reading a key was forgotten at  atomic i64
- *          +16  allowed, denied, forgotten, evicted, refused   atomic u64 each
- *          +64  tags, one per slot         u32   (a hint: 0 none)
+ *          +64  allowed (by keys no longer held), denied, forgotten,
+ *               evicted, refused           atomic u64 each
+ *          +128 tags, one per slot         u32   (a hint: 0 none)
  *          then the slots, each (16-aligned):
  *          +0   control: version << 1 | live   atomic u64
  *          +8   policy fingerprint (of the live key)   u64
@@ -28,10 +29,13 @@
  *               now - SLUICE_TIME_MIN_MS u64, then
  *               (version + 1) mod 2^32 << 32 | kind << 30 | cost  u64
  *               (kind 1 admit, 2 admitted, 3 drop)
- *          +32  key hash                   u64
- *          +40  last use (store ms)        i64   (a hint)
- *          +48  key length                 u32
- *          +56  key, zero-padded to 8      u8[key bytes]
+ *          +32  last use (store ms)        i64   (a hint)
+ *          +40  born at: the store time the key was added at (its
+ *               decisions are never earlier)   i64
+ *          +48  born: the version the key was added at   u64 (so the
+ *               key's admissions are its version - born)
+ *          +56  key length                 u32
+ *          +64  key, zero-padded to 8      u8[key bytes]
  *          then (16-aligned) state copies 0 and 1, 16 + 2 * state bytes
  *          each: words of {value u64, version u64}; word 0 is the store
  *          time at which the state is fresh again, then the state, 8 bytes
@@ -119,9 +123,10 @@ typedef struct {
 
 typedef struct {
     _Atomic uint64_t lock;
-    _Atomic int64_t now_ms;
+    _Atomic int64_t now_ms; /* read by every decision: a line apart from the counts */
+    uint64_t pad0[6];
     _Atomic uint64_t allowed, denied, forgotten, evicted, refused;
-    uint64_t pad;
+    uint64_t pad1[3];
     _Atomic uint32_t tags[];
 } bucket_header;
 
@@ -135,8 +140,9 @@ typedef struct {
     _Atomic uint64_t ctrl;
     _Atomic uint64_t fp;
     pair change; /* lo: now - SLUICE_TIME_MIN_MS; hi: see CHANGE() */
-    _Atomic uint64_t hash;
     _Atomic int64_t last_use_ms;
+    _Atomic int64_t born_ms;
+    _Atomic uint64_t born;
     _Atomic uint32_t key_len;
     uint32_t pad;
     _Atomic uint64_t key[]; /* zero-padded to a multiple of 8 bytes */
@@ -155,8 +161,8 @@ typedef struct {
 _Static_assert(SLUICE_LIMIT_MAX < (1 << 30), "a change holds a cost in 30 bits");
 
 _Static_assert(sizeof(file_header) <= 128, "the header's fields fit their offsets");
-_Static_assert(offsetof(bucket_header, tags) == 64, "tags at +64");
-_Static_assert(offsetof(slot, change) == 16 && offsetof(slot, key) == 56, "change at +16, key at +56");
+_Static_assert(offsetof(bucket_header, allowed) == 64 && offsetof(bucket_header, tags) == 128, "counts at +64, tags at +128");
+_Static_assert(offsetof(slot, change) == 16 && offsetof(slot, key) == 64, "change at +16, key at +64");
 
 /* What this process knows of a policy: its fingerprint in the file and
  * where each part's state lies in a state copy. */
@@ -195,7 +201,7 @@ static slot *slot_at(const shm_store *m, bucket_header *bh, uint32_t i) {
 /* The state copy of version v: 1 + state bytes / 8 words. */
 static pair *copy_at(const shm_store *m, slot *sl, uint64_t v) {
     size_t words = 1 + m->state_bytes / 8;
-    return (pair *)((uint8_t *)sl + align_up(56 + align_up(m->key_bytes, 8), 16)) + (v & 1) * words;
+    return (pair *)((uint8_t *)sl + align_up(64 + align_up(m->key_bytes, 8), 16)) + (v & 1) * words;
 }
 
 /* ---- the 16-byte compare-and-swap ---- */
@@ -312,7 +318,7 @@ static void unlock_all(bucket_header **locked, int n) {
     while (n-- > 0) bucket_unlock(locked[n]);
 }
 
-/* A counter of the bucket changed only under its lock (forgotten,
+/* A counter of the bucket changed only under its lock (allowed, forgotten,
  * evicted, refused): no locked add needed (atomic only so that stats may
  * read it without the lock). */
 static void bump(_Atomic uint64_t *c) {
@@ -485,12 +491,16 @@ static void finish(const shm_store *m, const spolicy *sp, slot *sl, uint64_t c, 
 }
 
 /* Installs a drop in place of sl's change {lo, hi} read at control word c
- * (none pending, or an admission pending), then publishes it: 1, or 0 when
- * the key changed meanwhile. With the buckets' locks held. */
-static int drop(slot *sl, uint64_t c, uint64_t lo, uint64_t hi) {
+ * (none pending, or an admission pending), then publishes it and adds the
+ * key's admissions to its bucket's count: 1, or 0 when the key changed
+ * meanwhile. With the buckets' locks held. */
+static int drop(bucket_header *bh, slot *sl, uint64_t c, uint64_t lo, uint64_t hi) {
     uint64_t d = CHANGE(VERSION(c) + 1, KIND_DROP, 0);
     if (!cas16(&sl->change, lo, hi, 0, d)) return 0;
     publish(sl, c, d);
+    uint64_t admitted = VERSION(c) - atomic_load_explicit(&sl->born, memory_order_relaxed);
+    atomic_store_explicit(&bh->allowed, atomic_load_explicit(&bh->allowed, memory_order_relaxed) + admitted,
+                          memory_order_relaxed);
     return 1;
 }
 
@@ -502,9 +512,8 @@ void (*sluice__shm_step_hook)(int step);
 #define NOT_HELD 2 /* internal: the slot does not (or no longer) hold the key */
 
 /* Whether sl holds the key (kw: its bytes, zero-padded to whole words). */
-static int holds(slot *sl, uint64_t fp, uint64_t h, const uint64_t *kw, size_t len) {
+static int holds(slot *sl, uint64_t fp, const uint64_t *kw, size_t len) {
     if (atomic_load_explicit(&sl->fp, memory_order_relaxed) != fp ||
-        atomic_load_explicit(&sl->hash, memory_order_relaxed) != h ||
         atomic_load_explicit(&sl->key_len, memory_order_relaxed) != len)
         return 0;
     for (size_t i = 0; i < (len + 7) / 8; i++)
@@ -517,12 +526,12 @@ static int is_live(slot *sl) {
 }
 
 /* The key's slot in bucket bh, or NULL. Without a lock. */
-static slot *find_in(const shm_store *m, bucket_header *bh, uint32_t tag, uint64_t fp, uint64_t h,
-                     const uint64_t *kw, size_t len) {
+static slot *find_in(const shm_store *m, bucket_header *bh, uint32_t tag, uint64_t fp, const uint64_t *kw,
+                     size_t len) {
     for (uint32_t i = 0; i < m->spb; i++) { /* the tags first: one line, not a slot each */
         if (atomic_load_explicit(&bh->tags[i], memory_order_relaxed) != tag) continue;
         slot *sl = slot_at(m, bh, i);
-        if (is_live(sl) && holds(sl, fp, h, kw, len)) return sl;
+        if (is_live(sl) && holds(sl, fp, kw, len)) return sl;
     }
     return NULL;
 }
@@ -546,9 +555,10 @@ static void bucket_time_raise(bucket_header *bh, int64_t now_ms) {
     }
 }
 
-/* The time a key of buckets bt[0..1] is decided at: the reading, raised to
- * the store's time and to the times its buckets forgot keys at (read after
- * the key's control word, so a key added after a forgetting sees it). */
+/* The time a new key of buckets bt[0..1] is added and first decided at:
+ * the reading, raised to the store's time and to the times its buckets
+ * forgot keys at (so a key forgotten and added again is never decided
+ * earlier than it was forgotten). */
 static int64_t decision_time(const shm_store *m, bucket_header *const bt[2], int64_t reading_ms) {
     int64_t now = sluice__store_time(&m->hdr->now_ms, reading_ms);
     for (int i = 0; i < 2; i++) {
@@ -560,12 +570,11 @@ static int64_t decision_time(const shm_store *m, bucket_header *const bt[2], int
 
 /* Decides on the key in sl, lock-free (see the top of the file): 0 with *d
  * filled, an error, or NOT_HELD. home is sl's bucket, for its counts. */
-static int decide_held(shm_store *m, const spolicy *sp, slot *sl, bucket_header *home,
-                       bucket_header *const bt[2], uint64_t h, const uint64_t *kw, size_t len, int64_t cost,
-                       int64_t reading_ms, sluice_decision *d, uint64_t *buf) {
+static int decide_held(shm_store *m, const spolicy *sp, slot *sl, bucket_header *home, const uint64_t *kw,
+                       size_t len, int64_t cost, int64_t reading_ms, sluice_decision *d, uint64_t *buf) {
     for (;;) {
         uint64_t c = atomic_load_explicit(&sl->ctrl, memory_order_acquire), lo, hi;
-        if (!(c & LIVE) || !holds(sl, sp->fp, h, kw, len)) return NOT_HELD;
+        if (!(c & LIVE) || !holds(sl, sp->fp, kw, len)) return NOT_HELD;
         uint64_t v = VERSION(c);
         pair_read(&sl->change, &lo, &hi);
         if (CHANGE_VERSION(hi) == (uint32_t)(v + 1)) { /* another's change: finish it first */
@@ -574,7 +583,10 @@ static int decide_held(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
         }
         if (!copy_read(m, sl, v, buf, sp->words) || atomic_load_explicit(&sl->ctrl, memory_order_acquire) != c)
             continue;
-        int64_t now = decision_time(m, bt, reading_ms);
+        /* store time, and never before the key was added (see decision_time) */
+        int64_t now = sluice__store_time(&m->hdr->now_ms, reading_ms);
+        int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed);
+        if (now < born_ms) now = born_ms;
         int rc = decide_words(sp, buf, now, cost, d);
         if (rc) return rc;
         atomic_store_explicit(&sl->last_use_ms, now, memory_order_relaxed);
@@ -593,7 +605,8 @@ static int decide_held(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
             publish(sl, c, hi);
             sluice__store_time_raise(&m->hdr->now_ms, now);
         }
-        atomic_fetch_add_explicit(d->allowed ? &home->allowed : &home->denied, 1, memory_order_relaxed);
+        else /* admissions: counted by the key's version */
+            atomic_fetch_add_explicit(&home->denied, 1, memory_order_relaxed);
         sluice__decision_lag(d, now - reading_ms);
         return 0;
     }
@@ -626,7 +639,7 @@ again:;
                 if (!copy_read(m, sl, VERSION(c), &fresh_at, 1)) goto again;
                 if ((int64_t)fresh_at <= now_ms) {
                     bucket_time_raise(bhs[b], now_ms); /* its key's decisions: never earlier */
-                    if (!drop(sl, c, lo, hi)) goto again;
+                    if (!drop(bhs[b], sl, c, lo, hi)) goto again;
                     bump(&bhs[b]->forgotten);
                     *home = bhs[b], *at = i;
                     return sl;
@@ -644,7 +657,7 @@ again:;
         return NULL;
     }
     bucket_time_raise(*home, now_ms);
-    if (!drop(lru, lru_c, lru_lo, lru_hi)) goto again;
+    if (!drop(*home, lru, lru_c, lru_lo, lru_hi)) goto again;
     bump(&(*home)->evicted);
     return lru;
 }
@@ -652,8 +665,7 @@ again:;
 /* Adds the key to a free slot (making room when needed) with a fresh
  * state: its slot, or NULL (refused). With the buckets' locks held. */
 static slot *add_key(shm_store *m, const spolicy *sp, bucket_header *const bt[2], int n, uint32_t tag,
-                     uint64_t h, const uint64_t *kw, size_t len, int64_t now_ms, bucket_header **home,
-                     uint64_t *buf) {
+                     const uint64_t *kw, size_t len, int64_t now_ms, bucket_header **home, uint64_t *buf) {
     uint32_t i = 0;
     slot *sl = free_in(m, *home = bt[0], &i); /* the first bucket while it has room */
     if (!sl && n == 2) sl = free_in(m, *home = bt[1], &i);
@@ -664,8 +676,9 @@ static slot *add_key(shm_store *m, const spolicy *sp, bucket_header *const bt[2]
     /* whole before live; its control word is dead, so nobody else writes it */
     uint64_t v = VERSION(atomic_load_explicit(&sl->ctrl, memory_order_acquire)) + 1;
     atomic_store_explicit(&sl->fp, sp->fp, memory_order_relaxed);
-    atomic_store_explicit(&sl->hash, h, memory_order_relaxed);
     atomic_store_explicit(&sl->key_len, (uint32_t)len, memory_order_relaxed);
+    atomic_store_explicit(&sl->born, v, memory_order_relaxed);
+    atomic_store_explicit(&sl->born_ms, now_ms, memory_order_relaxed);
     for (size_t k = 0; k < (len + 7) / 8; k++) atomic_store_explicit(&sl->key[k], kw[k], memory_order_relaxed);
     atomic_store_explicit(&sl->last_use_ms, now_ms, memory_order_relaxed);
     buf[0] = (uint64_t)INT64_MIN; /* fresh at: fresh */
@@ -704,20 +717,20 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
         return SLUICE_ENOMEM;
     for (rc = NOT_HELD; rc == NOT_HELD;) {
         bucket_header *home = bt[0];
-        slot *sl = find_in(m, bt[0], tag, sp->fp, h, kw, len);
-        if (!sl && n == 2) sl = find_in(m, home = bt[1], tag, sp->fp, h, kw, len);
+        slot *sl = find_in(m, bt[0], tag, sp->fp, kw, len);
+        if (!sl && n == 2) sl = find_in(m, home = bt[1], tag, sp->fp, kw, len);
         if (sl) { /* held: no lock */
-            rc = decide_held(m, sp, sl, home, bt, h, kw, len, cost, now_ms, d, buf);
+            rc = decide_held(m, sp, sl, home, kw, len, cost, now_ms, d, buf);
             continue;
         }
         /* new: added under both buckets' locks (in order), after a look
          * there (another process may just have added it) */
         bucket_header *locked[2] = {bt[b1 < b2 ? 0 : 1], bt[b1 < b2 ? 1 : 0]};
         for (int i = 0; i < n; i++) bucket_lock(locked[i]);
-        sl = find_in(m, home = bt[0], tag, sp->fp, h, kw, len);
-        if (!sl && n == 2) sl = find_in(m, home = bt[1], tag, sp->fp, h, kw, len);
-        if (!sl) sl = add_key(m, sp, bt, n, tag, h, kw, len, decision_time(m, bt, now_ms), &home, buf);
-        if (sl) rc = decide_held(m, sp, sl, home, bt, h, kw, len, cost, now_ms, d, buf);
+        sl = find_in(m, home = bt[0], tag, sp->fp, kw, len);
+        if (!sl && n == 2) sl = find_in(m, home = bt[1], tag, sp->fp, kw, len);
+        if (!sl) sl = add_key(m, sp, bt, n, tag, kw, len, decision_time(m, bt, now_ms), &home, buf);
+        if (sl) rc = decide_held(m, sp, sl, home, kw, len, cost, now_ms, d, buf);
         unlock_all(locked, n);
         if (!sl) {
             sluice__store_errf(s, "shm store is full of keys that are not fresh (buckets of %u)", m->spb);
@@ -735,8 +748,13 @@ static void shm_stats(sluice_store *s, sluice_stats *out) {
     out->capacity = (int64_t)(m->buckets * m->spb);
     for (uint64_t b = 0; b < m->buckets; b++) {
         bucket_header *bh = bucket_at(m, b);
-        for (uint32_t i = 0; i < m->spb; i++)
-            out->keys += is_live(slot_at(m, bh, i));
+        for (uint32_t i = 0; i < m->spb; i++) {
+            slot *sl = slot_at(m, bh, i);
+            uint64_t c = atomic_load_explicit(&sl->ctrl, memory_order_acquire);
+            if (!(c & LIVE)) continue;
+            out->keys++;
+            out->allowed += (int64_t)(VERSION(c) - atomic_load_explicit(&sl->born, memory_order_relaxed));
+        }
         out->allowed += (int64_t)atomic_load_explicit(&bh->allowed, memory_order_relaxed);
         out->denied += (int64_t)atomic_load_explicit(&bh->denied, memory_order_relaxed);
         out->forgotten += (int64_t)atomic_load_explicit(&bh->forgotten, memory_order_relaxed);
@@ -764,8 +782,8 @@ static void read_boot_id(char out[40]) {
 static void geometry(shm_store *m, uint64_t max_keys) {
     m->spb = max_keys <= 64 ? (uint32_t)max_keys : BUCKET_SLOTS;
     m->buckets = (max_keys + m->spb - 1) / m->spb;
-    m->slot_bytes = align_up(align_up(56 + align_up(m->key_bytes, 8), 16) + 2 * (16 + 2 * m->state_bytes), 64);
-    m->bucket_header_bytes = align_up(64 + 4 * m->spb, 64);
+    m->slot_bytes = align_up(align_up(64 + align_up(m->key_bytes, 8), 16) + 2 * (16 + 2 * m->state_bytes), 64);
+    m->bucket_header_bytes = align_up(128 + 4 * m->spb, 64);
     m->bucket_bytes = m->bucket_header_bytes + m->spb * m->slot_bytes;
     m->map_bytes = HEADER_BYTES + (size_t)m->buckets * m->bucket_bytes;
 }
