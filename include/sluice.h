@@ -315,6 +315,12 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  *             is created 0600 and refused when it belongs to another user,
  *             is open to others, or is not an intact sluice file. A key
  *             lives in one of two 16-slot buckets; "full" is those two.
+ *             Decisions on a key are lock-free: a process stopped or
+ *             killed in the middle of one blocks no other (the next to
+ *             meet its update finishes it); adding a key locks its two
+ *             buckets, and a dead owner's lock is taken over. The file
+ *             takes about 128 + key_bytes + 4 * state_bytes bytes per key
+ *             of capacity (sparse: its pages are used as keys arrive).
  *   redis:    timeout_ms=N (per command, default 100), connect_timeout_ms=N
  *             (200), on_error=allow|deny|error (allow), clock=server|client
  *             (server: the script reads Redis's TIME, so hosts with skewed
