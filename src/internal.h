@@ -398,6 +398,11 @@ int sluice__memory_store_holds(sluice_store *s, const sluice_policy *p, const vo
  * against the published vectors. */
 uint64_t sluice__siphash13(const uint64_t key[2], const void *data, size_t len);
 SLUICE__SHARED uint64_t sluice__siphash24(const uint64_t key[2], const void *data, size_t len);
+/* A keyed hash of keys of 1..16 bytes on three AES rounds (hash.c), for
+ * CPUs with AES instructions: sluice__aeshash_available(). key: 8 random
+ * words (four 128-bit round keys); tweak < 2^56 tells uses apart. */
+int sluice__aeshash_available(void);
+uint64_t sluice__aeshash16(const uint64_t key[8], uint64_t tweak, const void *data, size_t len);
 
 /* ---- "error.c" ---- */
 /* snprintf into err (when err && errlen), like a message channel. */

@@ -1,6 +1,7 @@
 /* test_internals.c: the small exact tools under the decisions: division by
- * an invariant divisor as a multiply, and SipHash against its published
- * vectors. */
+ * an invariant divisor as a multiply, SipHash against its published
+ * vectors, and the AES short-key hash against a model built from FIPS-197
+ * (itself checked against the standard's AES-128 example). */
 #include "check.h"
 #include "internal.h"
 
@@ -50,4 +51,132 @@ TEST(siphash_published_vectors) {
     CHECK(sluice__siphash13(k, m, 16) != sluice__siphash13(k, m, 15));
 }
 
-TEST_MAIN(divider_equals_division, siphash_published_vectors)
+/* ---- a software AES round, from FIPS-197 ---- */
+
+static uint8_t sbox[256];
+
+static uint8_t gmul(uint8_t a, uint8_t b) {
+    uint8_t p = 0;
+    for (int i = 0; i < 8; i++, b >>= 1) {
+        if (b & 1) p ^= a;
+        a = (uint8_t)((a << 1) ^ (a & 0x80 ? 0x1b : 0));
+    }
+    return p;
+}
+
+static void sbox_init(void) { /* inverse in GF(2^8), then the affine map */
+    for (int x = 0; x < 256; x++) {
+        uint8_t inv = 0;
+        for (int y = 1; y < 256 && x; y++)
+            if (gmul((uint8_t)x, (uint8_t)y) == 1) inv = (uint8_t)y;
+        uint8_t s = inv;
+        for (int r = 1; r <= 4; r++) s ^= (uint8_t)((inv << r) | (inv >> (8 - r)));
+        sbox[x] = s ^ 0x63;
+    }
+}
+
+/* One round on a column-major state (byte i: row i % 4, column i / 4):
+ * SubBytes, ShiftRows, MixColumns (unless last), AddRoundKey: AESENC. */
+static void aes_round(uint8_t st[16], const uint8_t rk[16], int last) {
+    uint8_t t[16];
+    for (int c = 0; c < 4; c++)
+        for (int r = 0; r < 4; r++) t[r + 4 * c] = sbox[st[r + 4 * ((c + r) % 4)]];
+    for (int c = 0; c < 4 && !last; c++) {
+        uint8_t *col = t + 4 * c, a0 = col[0], a1 = col[1], a2 = col[2], a3 = col[3];
+        col[0] = gmul(a0, 2) ^ gmul(a1, 3) ^ a2 ^ a3;
+        col[1] = a0 ^ gmul(a1, 2) ^ gmul(a2, 3) ^ a3;
+        col[2] = a0 ^ a1 ^ gmul(a2, 2) ^ gmul(a3, 3);
+        col[3] = gmul(a0, 3) ^ a1 ^ a2 ^ gmul(a3, 2);
+    }
+    for (int i = 0; i < 16; i++) st[i] = t[i] ^ rk[i];
+}
+
+static void aes128_encrypt(const uint8_t key[16], uint8_t block[16]) {
+    uint8_t rk[11][16], rcon = 1;
+    memcpy(rk[0], key, 16);
+    for (int i = 1; i <= 10; i++) {
+        const uint8_t *p = rk[i - 1];
+        uint8_t w[4] = {(uint8_t)(sbox[p[13]] ^ rcon), sbox[p[14]], sbox[p[15]], sbox[p[12]]};
+        for (int j = 0; j < 16; j++) rk[i][j] = p[j] ^ (j < 4 ? w[j] : rk[i][j - 4]);
+        rcon = gmul(rcon, 2);
+    }
+    for (int i = 0; i < 16; i++) block[i] ^= rk[0][i];
+    for (int i = 1; i <= 10; i++) aes_round(block, rk[i], i == 10);
+}
+
+/* The construction of src/hash.c on the model. */
+static uint64_t aeshash_model(const uint64_t key[8], uint64_t tweak, const void *data, size_t len) {
+    uint8_t st[16] = {0}, k[64];
+    memcpy(st, data, len);
+    memcpy(k, key, 64);
+    uint64_t lo;
+    memcpy(&lo, st, 8);
+    lo ^= tweak << 8 | len;
+    memcpy(st, &lo, 8);
+    for (int i = 0; i < 16; i++) st[i] ^= k[i];
+    for (int r = 1; r <= 3; r++) aes_round(st, k + 16 * r, 0);
+    uint64_t a, b;
+    memcpy(&a, st, 8);
+    memcpy(&b, st + 8, 8);
+    return a ^ b;
+}
+
+TEST(aes_model_is_fips197) {
+    sbox_init();
+    CHECK_EQ(sbox[0x00], 0x63);
+    CHECK_EQ(sbox[0x53], 0xed);
+    uint8_t key[16], block[16], want[16] = {0x69, 0xc4, 0xe0, 0xd8, 0x6a, 0x7b, 0x04, 0x30,
+                                             0xd8, 0xcd, 0xb7, 0x80, 0x70, 0xb4, 0xc5, 0x5a};
+    for (int i = 0; i < 16; i++) key[i] = (uint8_t)i, block[i] = (uint8_t)(i * 0x11);
+    aes128_encrypt(key, block); /* FIPS-197 appendix C.1 */
+    CHECK(memcmp(block, want, 16) == 0);
+}
+
+TEST(aeshash_equals_model_and_mixes) {
+    if (!sluice__aeshash_available()) {
+        printf("     (this CPU has no AES instructions: the memory store uses SipHash)\n");
+        CHECK(1);
+        return;
+    }
+    sbox_init();
+    uint64_t s = 7, key[8];
+    uint8_t data[16];
+    for (int n = 0; n < 20000; n++) {
+        for (int i = 0; i < 8; i++) key[i] = xorshift(&s);
+        for (int i = 0; i < 16; i++) data[i] = (uint8_t)xorshift(&s);
+        size_t len = 1 + (size_t)(xorshift(&s) % 16);
+        uint64_t tweak = xorshift(&s) >> 8;
+        if (sluice__aeshash16(key, tweak, data, len) != aeshash_model(key, tweak, data, len)) {
+            CHECK(0);
+            return;
+        }
+    }
+    /* avalanche: one input bit flipped (key byte, length, tweak or round
+     * key) flips about half of the 64 output bits, whichever bit it is */
+    long flips = 0, trials = 0;
+    int worst_lo = 64, worst_hi = 0;
+    for (int n = 0; n < 2000; n++) {
+        for (int i = 0; i < 8; i++) key[i] = xorshift(&s);
+        for (int i = 0; i < 16; i++) data[i] = (uint8_t)xorshift(&s);
+        uint64_t h = sluice__aeshash16(key, 1, data, 16);
+        for (int bit = 0; bit < 128; bit++) {
+            data[bit / 8] ^= (uint8_t)(1u << bit % 8);
+            int f = __builtin_popcountll(h ^ sluice__aeshash16(key, 1, data, 16));
+            data[bit / 8] ^= (uint8_t)(1u << bit % 8);
+            flips += f, trials++;
+            if (f < worst_lo) worst_lo = f;
+            if (f > worst_hi) worst_hi = f;
+        }
+        CHECK(h != sluice__aeshash16(key, 2, data, 16)); /* another policy */
+        CHECK(h != sluice__aeshash16(key, 1, data, 15)); /* another length */
+        key[3] ^= 1;
+        CHECK(h != sluice__aeshash16(key, 1, data, 16)); /* another store */
+    }
+    double mean = (double)flips / (double)trials;
+    printf("     avalanche: %.2f of 64 bits flip on average (fewest %d, most %d)\n", mean, worst_lo, worst_hi);
+    CHECK(mean > 31.5 && mean < 32.5);
+    CHECK(worst_lo >= 8 && worst_hi <= 56);
+}
+
+TEST_MAIN(divider_equals_division, siphash_published_vectors, aes_model_is_fips197,
+          aeshash_equals_model_and_mixes)

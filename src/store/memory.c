@@ -21,8 +21,11 @@
  * bytes per key of capacity, allocated up front (pages are touched only as
  * keys arrive). Deletion shifts later entries back: no tombstones.
  *
- * Keys are hashed with SipHash-1-3 under a random per-store key (and a
- * per-policy tweak), so chosen keys cannot flood one chain.
+ * Keys are hashed under a random per-store key (and a per-policy tweak),
+ * so chosen keys cannot flood one chain: keys of up to 16 bytes with three
+ * AES rounds where the CPU has AES instructions (about 2 ns), others with
+ * SipHash-1-3 (about 9 ns for 16 bytes). Inline keys are kept zero-padded
+ * and compared as two words.
  *
  * Room: when a new key meets a full shard, fresh keys (equal to a fresh
  * state, so forgetting them changes nothing) are looked for first, if some
@@ -96,7 +99,8 @@ typedef struct {
 typedef struct {
     struct sluice_store head;
     _Alignas(64) _Atomic int64_t now_ms; /* the highest reading seen: store time */
-    _Alignas(64) uint64_t seed[2];
+    _Alignas(64) uint64_t seed[10]; /* SipHash's key, then the AES hash's */
+    int aes;     /* keys of up to 16 bytes: the AES hash (the CPU has AES) */
     int collide; /* test hook: every key hashes alike */
     sluice_on_full on_full;
     int64_t max_keys;
@@ -154,10 +158,6 @@ static registered *reg(const memory_store *m, unsigned id) {
 
 /* ---- entries ---- */
 
-static const uint8_t *key_of(const entry *e) {
-    return e->key_len <= INLINE_KEY ? e->key.bytes : e->key.heap;
-}
-
 static sluice__state *parts_of(const registered *r, entry *e, sluice__state *tmp) {
     if (!r->inline_state) return e->st.parts;
     memcpy(tmp, &e->st.word, sizeof e->st.word);
@@ -203,9 +203,27 @@ static void entry_release(const memory_store *m, entry *e) {
 #define TAG(h) ((uint32_t)((h) >> 32) & 0xffu)
 #define SLOT_ENTRY(v) (((v) & 0xffffffu) - 1)
 
-static int holds_key(const entry *e, uint64_t h, unsigned pid, const void *key, size_t len) {
-    return e->hash == (uint32_t)h && e->policy == pid + 1 && e->key_len == len &&
-           memcmp(key_of(e), key, len) == 0;
+/* A key looked for: its bytes and, when inline, the same zero-padded to
+ * INLINE_KEY (as entries keep inline keys), compared as two words. */
+typedef struct {
+    const void *bytes;
+    size_t len;
+    uint64_t pad[INLINE_KEY / 8];
+} key_ref;
+
+static void key_ref_init(key_ref *k, const void *key, size_t len) {
+    k->bytes = key;
+    k->len = len;
+    memset(k->pad, 0, sizeof k->pad);
+    if (len <= INLINE_KEY) memcpy(k->pad, key, len);
+}
+
+static int holds_key(const entry *e, uint64_t h, unsigned pid, const key_ref *k) {
+    if (e->hash != (uint32_t)h || e->policy != pid + 1 || e->key_len != k->len) return 0;
+    if (k->len > INLINE_KEY) return memcmp(e->key.heap, k->bytes, k->len) == 0;
+    uint64_t w[INLINE_KEY / 8];
+    memcpy(w, e->key.bytes, sizeof w);
+    return ((w[0] ^ k->pad[0]) | (w[1] ^ k->pad[1])) == 0;
 }
 
 static uint32_t slot_at(shard *sh, uint32_t i) {
@@ -217,7 +235,7 @@ static void slot_set(shard *sh, uint32_t i, uint32_t v) {
 }
 
 /* The key's entry, with the shard's lock held (exact). */
-static entry *find(shard *sh, uint64_t h, unsigned pid, const void *key, size_t len) {
+static entry *find(shard *sh, uint64_t h, unsigned pid, const key_ref *k) {
     uint32_t tag = TAG(h);
     for (uint32_t i = (uint32_t)h & sh->mask;; i = (i + 1) & sh->mask) {
         uint32_t v = slot_at(sh, i);
@@ -225,7 +243,7 @@ static entry *find(shard *sh, uint64_t h, unsigned pid, const void *key, size_t 
         if ((v >> 24) != tag) continue;
         entry *e = &sh->entries[SLOT_ENTRY(v)];
         entry_lock(e);
-        int mine = holds_key(e, h, pid, key, len);
+        int mine = holds_key(e, h, pid, k);
         entry_unlock(e);
         if (mine) return e;
     }
@@ -235,7 +253,7 @@ static entry *find(shard *sh, uint64_t h, unsigned pid, const void *key, size_t 
  * seen (absent, or moved by a removal meanwhile: the caller then looks
  * again under the shard's lock). An entry is checked under its own lock,
  * so one freed or reused meanwhile is never taken for the key. */
-static entry *find_fast(shard *sh, uint64_t h, unsigned pid, const void *key, size_t len) {
+static entry *find_fast(shard *sh, uint64_t h, unsigned pid, const key_ref *k) {
     uint32_t tag = TAG(h);
     for (uint32_t i = (uint32_t)h & sh->mask;; i = (i + 1) & sh->mask) {
         uint32_t v = slot_at(sh, i);
@@ -243,7 +261,7 @@ static entry *find_fast(shard *sh, uint64_t h, unsigned pid, const void *key, si
         if ((v >> 24) != tag) continue;
         entry *e = &sh->entries[SLOT_ENTRY(v)];
         entry_lock(e);
-        if (holds_key(e, h, pid, key, len)) return e;
+        if (holds_key(e, h, pid, k)) return e;
         entry_unlock(e);
     }
 }
@@ -386,6 +404,7 @@ static int insert(memory_store *m, shard *sh, const registered *r, uint64_t h, u
         memcpy(heap_key, key, len);
         e->key.heap = heap_key;
     } else {
+        memset(e->key.bytes, 0, INLINE_KEY); /* zero-padded: compared as words */
         memcpy(e->key.bytes, key, len);
     }
     if (parts) {
@@ -407,6 +426,7 @@ static int insert(memory_store *m, shard *sh, const registered *r, uint64_t h, u
 
 static uint64_t key_hash(const memory_store *m, unsigned pid, const void *key, size_t len) {
     if (m->collide) return 0;
+    if (len <= 16 && m->aes) return sluice__aeshash16(m->seed + 2, pid + 1, key, len);
     uint64_t k[2] = {m->seed[0] ^ ((uint64_t)(pid + 1) * UINT64_C(0x9e3779b97f4a7c15)), m->seed[1]};
     return sluice__siphash13(k, key, len);
 }
@@ -436,12 +456,14 @@ static int mem_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     now_ms = sluice__store_time(&m->now_ms, now_ms);
     /* a key held: its entry's lock alone; else the shard's, to add it */
     int is_new = 0, shard_held = 0;
-    entry *e = find_fast(sh, h, pid, key, len);
+    key_ref k;
+    key_ref_init(&k, key, len);
+    entry *e = find_fast(sh, h, pid, &k);
     if (!e) {
         sluice__lock_take(&sh->lock);
         shard_held = 1;
         if (now_ms < sh->now_ms) now_ms = sh->now_ms; /* never before a forgetting */
-        e = find(sh, h, pid, key, len);
+        e = find(sh, h, pid, &k);
         if (e) {
             entry_lock(e);
             sluice__lock_give(&sh->lock);
@@ -508,11 +530,17 @@ static void mem_close(sluice_store *s) {
     free(m);
 }
 
-static void random_seed(uint64_t seed[2]) {
-    if (getrandom(seed, 2 * sizeof seed[0], 0) == (ssize_t)(2 * sizeof seed[0])) return;
+static void random_seed(uint64_t *seed, size_t n) {
+    if (getrandom(seed, n * sizeof seed[0], 0) == (ssize_t)(n * sizeof seed[0])) return;
     /* no entropy source: a weaker seed from the clock and addresses */
-    seed[0] = (uint64_t)sluice_clock_now_ms(NULL) * UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)(uintptr_t)seed;
-    seed[1] = (uint64_t)(uintptr_t)&random_seed * UINT64_C(0xbf58476d1ce4e5b9) ^ seed[0];
+    uint64_t x = (uint64_t)sluice_clock_now_ms(NULL) ^ (uint64_t)(uintptr_t)seed ^
+                 (uint64_t)(uintptr_t)&random_seed << 17;
+    for (size_t i = 0; i < n; i++) { /* splitmix64 */
+        uint64_t z = (x += UINT64_C(0x9e3779b97f4a7c15));
+        z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+        seed[i] = z ^ (z >> 31);
+    }
 }
 
 static int mem_open(const sluice__url *url, const sluice__store_config *cfg, sluice_store **out,
@@ -537,7 +565,8 @@ static int mem_open(const sluice__url *url, const sluice__store_config *cfg, slu
     atomic_init(&m->now_ms, SLUICE_TIME_MIN_MS);
     m->policies.item_size = sizeof(registered);
     m->policies.init = registered_init;
-    random_seed(m->seed);
+    random_seed(m->seed, sizeof m->seed / sizeof m->seed[0]);
+    m->aes = sluice__aeshash_available();
     unsigned bits = 0;
     while (bits < 6 && (cfg->max_keys >> (bits + 1)) >= SHARD_KEYS_MIN) bits++;
     while (((uint64_t)cfg->max_keys >> bits) > ENTRY_MAX) bits++;
@@ -577,7 +606,9 @@ int sluice__memory_store_holds(sluice_store *s, const sluice_policy *p, const vo
     uint64_t h = key_hash(m, pid, key, len);
     shard *sh = &m->shards[m->shard_bits ? h >> (64 - m->shard_bits) : 0];
     sluice__lock_take(&sh->lock);
-    int held = find(sh, h, pid, key, len) != NULL;
+    key_ref k;
+    key_ref_init(&k, key, len);
+    int held = find(sh, h, pid, &k) != NULL;
     sluice__lock_give(&sh->lock);
     return held;
 }
