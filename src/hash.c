@@ -1,9 +1,10 @@
-/* hash.c: SipHash-1-3, the keyed hash of stores. With a random per-store key,
- * an attacker who does not know it cannot choose keys that collide, so a
- * flood of chosen keys cannot turn the table's O(1) into O(n) (hash
- * flooding). SipHash-1-3 is the variant Rust's HashMap and Python use for
- * this: short keys cost a few nanoseconds. The round count is a parameter so
- * the test can check SipHash-2-4's published vectors. */
+/* hash.c: the keyed hashes of stores: SipHash-1-3 for any key, and three AES
+ * rounds for keys of up to 16 bytes where the CPU has AES instructions
+ * (below). With a random per-store key, an attacker who does not know it
+ * cannot choose keys that collide, so a flood of chosen keys cannot turn the
+ * table's O(1) into O(n) (hash flooding). SipHash-1-3 is the variant Rust's
+ * HashMap and Python use for this. The round count is a parameter so the
+ * test can check SipHash-2-4's published vectors. */
 #include "internal.h"
 
 #include <string.h>
