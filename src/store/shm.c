@@ -25,10 +25,11 @@
  *          then the slots, each (16-aligned):
  *          +0   control: version << 1 | live   atomic u64
  *          +8   policy fingerprint (of the live key)   u64
- *          +16  change: the move to the next version, 16 bytes:
- *               now - SLUICE_TIME_MIN_MS u64, then
- *               (version + 1) mod 2^32 << 32 | kind << 30 | cost  u64
- *               (kind 1 admit, 2 admitted, 3 drop)
+ *          +16  change: the move to a version, 16 bytes: a u64, then
+ *               version mod 2^32 << 32 | kind << 30 | cost  u64; kind 1
+ *               admit (the u64: reading - SLUICE_TIME_MIN_MS), 2 settled
+ *               (the u64: the store time at which the state is fresh
+ *               again, i64), 3 drop
  *          +32  last use (store ms)        i64   (a hint)
  *          +40  born at: the store time the key was added at (its
  *               decisions are never earlier)   i64
@@ -36,10 +37,9 @@
  *               key's admissions are its version - born)
  *          +56  key length                 u32
  *          +64  key, zero-padded to 8      u8[key bytes]
- *          then (16-aligned) state copies 0 and 1, 16 + 2 * state bytes
- *          each: words of {value u64, version u64}; word 0 is the store
- *          time at which the state is fresh again, then the state, 8 bytes
- *          a word: the parts' states one after the other: buckets i128
+ *          then (16-aligned) state copies 0 and 1, 2 * state bytes each:
+ *          words of {value u64, version u64}, the state 8 bytes a word:
+ *          the parts' states one after the other: buckets i128
  *          TAT; fixed window i64 index, count; sliding window i64 index,
  *          prev, cur; sliding log u32 cap, head, len, pad, i64 base, then
  *          cap entries of (i64 ms, i64 running total).
@@ -152,7 +152,7 @@ typedef struct {
 #define LIVE 1u
 #define VERSION(c) ((c) >> 1)
 #define KIND_ADMIT 1u
-#define KIND_ADMITTED 2u
+#define KIND_SETTLED 2u
 #define KIND_DROP 3u
 #define CHANGE(version, kind, cost) ((uint64_t)(uint32_t)(version) << 32 | (uint64_t)(kind) << 30 | (uint64_t)(cost))
 #define CHANGE_VERSION(hi) ((uint32_t)((hi) >> 32))
@@ -170,7 +170,7 @@ typedef struct {
     sluice_policy policy;
     uint64_t fp;
     uint32_t offset[SLUICE_POLICY_MAX_PARTS], log_cap[SLUICE_POLICY_MAX_PARTS];
-    uint32_t bytes, words; /* a state copy: bytes of state; words with "fresh at" */
+    uint32_t bytes, words; /* a state copy: bytes, words */
 } spolicy;
 
 typedef struct {
@@ -198,9 +198,9 @@ static slot *slot_at(const shm_store *m, bucket_header *bh, uint32_t i) {
     return (slot *)((uint8_t *)bh + m->bucket_header_bytes + (size_t)i * m->slot_bytes);
 }
 
-/* The state copy of version v: 1 + state bytes / 8 words. */
+/* The state copy of version v: state bytes / 8 words. */
 static pair *copy_at(const shm_store *m, slot *sl, uint64_t v) {
-    size_t words = 1 + m->state_bytes / 8;
+    size_t words = m->state_bytes / 8;
     return (pair *)((uint8_t *)sl + align_up(64 + align_up(m->key_bytes, 8), 16)) + (v & 1) * words;
 }
 
@@ -356,7 +356,7 @@ static int spolicy_init(void *item, void *ctx) {
         }
     }
     sp->bytes = at;
-    sp->words = 1 + at / 8;
+    sp->words = at / 8;
     if (at > m->state_bytes) {
         sluice__store_errf(&m->head, "policy %s needs %u bytes of state per key; this shm file's slots "
                                      "hold %u (a new file made with ?state_bytes=%u would: remove "
@@ -446,17 +446,18 @@ static void copy_write(const shm_store *m, slot *sl, uint64_t v, const uint64_t 
     }
 }
 
-/* Decides on the state in buf (word 0: fresh at; then the policy's
- * states), updating it when allowed. */
-static int decide_words(const spolicy *sp, uint64_t *buf, int64_t now_ms, int64_t cost, sluice_decision *d) {
+/* Decides on the state in buf, updating it when allowed (and *fresh_at:
+ * the store time at which the new state is fresh again). */
+static int decide_words(const spolicy *sp, uint64_t *buf, int64_t now_ms, int64_t cost, sluice_decision *d,
+                        int64_t *fresh_at) {
     sluice__state st[SLUICE_POLICY_MAX_PARTS];
-    load_states(sp, (uint8_t *)(buf + 1), st);
+    load_states(sp, (uint8_t *)buf, st);
     size_t g = 0;
     int rc = sluice__policy_decide(&sp->policy, st, now_ms, cost, d, &g);
     if (rc == SLUICE__EGROW) return SLUICE_ESTORE; /* cannot happen: spolicy_init sized the logs */
     if (rc == 0 && d->allowed) {
-        store_states(sp, (uint8_t *)(buf + 1), st);
-        buf[0] = (uint64_t)(now_ms + d->reset_ms); /* fresh at */
+        store_states(sp, (uint8_t *)buf, st);
+        *fresh_at = now_ms + d->reset_ms;
     }
     return rc;
 }
@@ -464,11 +465,12 @@ static int decide_words(const spolicy *sp, uint64_t *buf, int64_t now_ms, int64_
 /* ---- changes: the move of a key from version v to v + 1 ---- */
 
 /* Moves the control word c on, once its change (hi) is decided: live
- * after an admission, dead after a drop. Anyone may; the first does. */
+ * when settled (an admission written), dead after a drop. Anyone may; the
+ * first does. */
 static void publish(slot *sl, uint64_t c, uint64_t hi) {
     unsigned kind = CHANGE_KIND(hi);
     if (CHANGE_VERSION(hi) != (uint32_t)(VERSION(c) + 1) || kind == KIND_ADMIT) return;
-    uint64_t next = (VERSION(c) + 1) << 1 | (kind == KIND_ADMITTED ? LIVE : 0);
+    uint64_t next = (VERSION(c) + 1) << 1 | (kind == KIND_SETTLED ? LIVE : 0);
     atomic_compare_exchange_strong_explicit(&sl->ctrl, &c, next, memory_order_acq_rel, memory_order_relaxed);
 }
 
@@ -481,11 +483,12 @@ static void finish(const shm_store *m, const spolicy *sp, slot *sl, uint64_t c, 
     if (CHANGE_KIND(hi) == KIND_ADMIT) {
         if (!copy_read(m, sl, VERSION(c), buf, sp->words)) return; /* already moved on */
         sluice_decision d;
-        decide_words(sp, buf, (int64_t)lo + SLUICE_TIME_MIN_MS, CHANGE_COST(hi), &d);
+        int64_t fresh_at = INT64_MIN;
+        decide_words(sp, buf, (int64_t)lo + SLUICE_TIME_MIN_MS, CHANGE_COST(hi), &d, &fresh_at);
         copy_write(m, sl, VERSION(c) + 1, buf, sp->words);
-        uint64_t done = (hi & ~(UINT64_C(3) << 30)) | (uint64_t)KIND_ADMITTED << 30;
-        if (cas16(&sl->change, lo, hi, lo, done)) hi = done;
-        else pair_read(&sl->change, &lo, &hi); /* done by another, or dropped */
+        uint64_t settled = CHANGE(VERSION(c) + 1, KIND_SETTLED, 0);
+        if (cas16(&sl->change, lo, hi, (uint64_t)fresh_at, settled)) hi = settled;
+        else pair_read(&sl->change, &lo, &hi); /* settled by another, or dropped */
     }
     publish(sl, c, hi);
 }
@@ -587,7 +590,8 @@ static int decide_held(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
         int64_t now = sluice__store_time(&m->hdr->now_ms, reading_ms);
         int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed);
         if (now < born_ms) now = born_ms;
-        int rc = decide_words(sp, buf, now, cost, d);
+        int64_t fresh_at = INT64_MIN;
+        int rc = decide_words(sp, buf, now, cost, d, &fresh_at);
         if (rc) return rc;
         atomic_store_explicit(&sl->last_use_ms, now, memory_order_relaxed);
         if (d->allowed) {
@@ -598,8 +602,8 @@ static int decide_held(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
             STEP(1);
             copy_write(m, sl, v + 1, buf, sp->words);
             STEP(2);
-            uint64_t done = CHANGE(v + 1, KIND_ADMITTED, cost);
-            if (cas16(&sl->change, at, mine, at, done)) hi = done;
+            uint64_t settled = CHANGE(v + 1, KIND_SETTLED, 0);
+            if (cas16(&sl->change, at, mine, (uint64_t)fresh_at, settled)) hi = settled;
             else pair_read(&sl->change, &lo, &hi);
             STEP(3);
             publish(sl, c, hi);
@@ -624,7 +628,7 @@ again:;
     for (int b = 0; b < n; b++) {
         for (uint32_t i = 0; i < m->spb; i++) {
             slot *sl = slot_at(m, bhs[b], i);
-            uint64_t c = atomic_load_explicit(&sl->ctrl, memory_order_acquire), lo, hi, fresh_at;
+            uint64_t c = atomic_load_explicit(&sl->ctrl, memory_order_acquire), lo, hi;
             if (!(c & LIVE)) { /* freed meanwhile (a drop left unpublished by a crash) */
                 *home = bhs[b], *at = i;
                 return sl;
@@ -636,8 +640,8 @@ again:;
                 goto again;
             }
             if (!pending) { /* an admission pending is not fresh (it may be evicted) */
-                if (!copy_read(m, sl, VERSION(c), &fresh_at, 1)) goto again;
-                if ((int64_t)fresh_at <= now_ms) {
+                if (CHANGE_VERSION(hi) != (uint32_t)VERSION(c) || CHANGE_KIND(hi) != KIND_SETTLED) goto again;
+                if ((int64_t)lo <= now_ms) { /* settled: lo is when it is fresh */
                     bucket_time_raise(bhs[b], now_ms); /* its key's decisions: never earlier */
                     if (!drop(bhs[b], sl, c, lo, hi)) goto again;
                     bump(&bhs[b]->forgotten);
@@ -681,9 +685,11 @@ static slot *add_key(shm_store *m, const spolicy *sp, bucket_header *const bt[2]
     atomic_store_explicit(&sl->born_ms, now_ms, memory_order_relaxed);
     for (size_t k = 0; k < (len + 7) / 8; k++) atomic_store_explicit(&sl->key[k], kw[k], memory_order_relaxed);
     atomic_store_explicit(&sl->last_use_ms, now_ms, memory_order_relaxed);
-    buf[0] = (uint64_t)INT64_MIN; /* fresh at: fresh */
-    fresh_states(sp, (uint8_t *)(buf + 1));
+    fresh_states(sp, (uint8_t *)buf);
     copy_write(m, sl, v, buf, sp->words);
+    uint64_t lo, hi; /* settled at v, fresh; a late CAS of the key before meets another value */
+    do pair_read(&sl->change, &lo, &hi);
+    while (!cas16(&sl->change, lo, hi, (uint64_t)INT64_MIN, CHANGE(v, KIND_SETTLED, 0)));
     atomic_store_explicit(&(*home)->tags[i], tag, memory_order_relaxed);
     atomic_store_explicit(&sl->ctrl, v << 1 | LIVE, memory_order_release);
     return sl;
@@ -782,7 +788,7 @@ static void read_boot_id(char out[40]) {
 static void geometry(shm_store *m, uint64_t max_keys) {
     m->spb = max_keys <= 64 ? (uint32_t)max_keys : BUCKET_SLOTS;
     m->buckets = (max_keys + m->spb - 1) / m->spb;
-    m->slot_bytes = align_up(align_up(64 + align_up(m->key_bytes, 8), 16) + 2 * (16 + 2 * m->state_bytes), 64);
+    m->slot_bytes = align_up(align_up(64 + align_up(m->key_bytes, 8), 16) + 4 * m->state_bytes, 64);
     m->bucket_header_bytes = align_up(128 + 4 * m->spb, 64);
     m->bucket_bytes = m->bucket_header_bytes + m->spb * m->slot_bytes;
     m->map_bytes = HEADER_BYTES + (size_t)m->buckets * m->bucket_bytes;
