@@ -18,6 +18,10 @@
  *                no slot leaked. Also: a lock word left by a dead owner, by
  *                an owner not yet reaped, and by a child of a process that
  *                opened the store before fork().
+ *  lock-free     a process stopped (SIGSTOP) at each step of an admission
+ *                blocks nobody, and its late writes change nothing when it
+ *                goes on; a table far too small for its keys, with workers
+ *                stopped and killed at random, gives only sane decisions.
  *  bad input     other layout version, truncated, not ours, zero-prefixed,
  *                damaged geometry, other owner, world-writable: SLUICE_EINVAL
  *                naming the problem, no crash (opened in a child), the file
@@ -1722,6 +1726,102 @@ TEST(stopped_process_blocks_nobody) {
     }
 }
 
+/* Decides on random keys of two policies, forever, checking every
+ * decision's fields; a decision that is wrong in itself (a torn state
+ * would give one) ends the process with status 7. */
+static void sane_worker(const char *url, uint64_t seed) {
+    sluice_store *s = open_url(url);
+    sluice_policy *pol[2] = {policy("sane-a", "sliding-log limit=10 window=1h; token-bucket capacity=100 rate=1/h"),
+                             policy("sane-b", "fixed-window limit=5 window=1h")};
+    if (!s || !pol[0] || !pol[1]) _exit(3);
+    char kb[16];
+    for (;;) {
+        int w = (int)(check_rand_(&seed) & 1), k = (int)(check_rand_(&seed) % 40);
+        int kn = snprintf(kb, sizeof kb, "sane-%d", k);
+        sluice_decision d;
+        int rc = sluice_store_acquire_at(s, pol[w], kb, (size_t)kn, 1, 5000, &d);
+        int64_t limit = w ? 5 : d.part == 0 ? 10 : 100;
+        int ok = rc == 0 && d.limit == limit && d.remaining >= 0 && d.remaining < limit + !d.allowed &&
+                 (d.allowed ? d.retry_after_ms == 0 && d.remaining <= limit - 1 : d.retry_after_ms > 0);
+        if (!ok) {
+            fprintf(stderr, "sane worker %d: policy %d key %d: rc %d allowed %d limit %lld remaining %lld retry %lld\n",
+                    (int)getpid(), w, k, rc, d.allowed, (long long)d.limit, (long long)d.remaining,
+                    (long long)d.retry_after_ms);
+            _exit(7);
+        }
+    }
+}
+
+/* A table far too small for its keys (every new key evicts one, often one
+ * with an admission under way), workers stopped and continued and killed
+ * at random: every decision stays sane, nobody waits long, and the table
+ * keeps working. */
+TEST(evictions_stops_and_kills_stay_sane) {
+    char path[256], url[400];
+    tmp_path(path, sizeof path, "sane.shm");
+    shm_url(url, sizeof url, path, "max_keys=16&state_bytes=304");
+    sluice_store *s0 = open_url(url);
+    REQUIRE(s0);
+    sluice_store_close(s0);
+    enum { W = 4 };
+    pid_t w[W];
+    uint64_t rs = 99;
+    for (int i = 0; i < W; i++) {
+        fflush(NULL);
+        if ((w[i] = fork()) == 0) sane_worker(url, (uint64_t)i + 1);
+        REQUIRE(w[i] > 0);
+    }
+    int64_t start = mono_ms(), duration = (int64_t)(1500 * (SANITIZED ? 1.0 : scale()));
+    long stops = 0, kills = 0, died = 0;
+    while (mono_ms() - start < duration) {
+        usleep((useconds_t)check_range_(&rs, 200, 3000));
+        int v = (int)check_range_(&rs, 0, W - 1), status = 0;
+        if (waitpid(w[v], &status, WNOHANG) == w[v]) { /* it ended by itself: insane */
+            died++;
+            fprintf(stderr, "worker %d ended with status %d\n", (int)w[v], WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        } else if (check_range_(&rs, 0, 3) > 0) {
+            kill(w[v], SIGSTOP);
+            usleep((useconds_t)check_range_(&rs, 0, 5000));
+            kill(w[v], SIGCONT);
+            stops++;
+            continue;
+        } else {
+            kill(w[v], SIGKILL);
+            waitpid(w[v], NULL, 0);
+            kills++;
+        }
+        fflush(NULL);
+        if ((w[v] = fork()) == 0) sane_worker(url, check_rand_(&rs));
+        REQUIRE(w[v] > 0);
+    }
+    for (int i = 0; i < W; i++) {
+        int status = 0;
+        if (waitpid(w[i], &status, WNOHANG) == w[i]) died++;
+        kill(w[i], SIGKILL);
+        waitpid(w[i], NULL, 0);
+    }
+    CHECK_EQ(died, 0);
+    /* afterwards: prompt, sane, bounded */
+    sluice_store *s = open_url(url);
+    sluice_policy *p = policy("sane-b", "fixed-window limit=5 window=1h");
+    REQUIRE(s && p);
+    alarm(10);
+    for (int k = 0; k < 40; k++) {
+        char kb[16];
+        int kn = snprintf(kb, sizeof kb, "sane-%d", k);
+        sluice_decision d;
+        CHECK_EQ(sluice_store_acquire_at(s, p, kb, (size_t)kn, 1, 5000, &d), 0);
+        CHECK(d.remaining >= 0 && d.remaining < 5 + !d.allowed);
+    }
+    alarm(0);
+    sluice_stats st = stats(s);
+    CHECK(st.keys <= 16 && st.evicted > 1000);
+    printf("     %ld stops, %ld kills; %lld evictions, %lld allowed, %lld denied\n", stops, kills,
+           (long long)st.evicted, (long long)st.allowed, (long long)st.denied);
+    sluice_store_close(s);
+    sluice_policy_free(p);
+}
+
 TEST_MAIN(per_key_state_and_file_mode, keys_are_binary_safe_up_to_key_bytes, bad_urls,
           conformance_with_memory_store, negative_readings_are_decided_as_given,
           lossless_forgetting_one_bucket,
@@ -1733,4 +1833,5 @@ TEST_MAIN(per_key_state_and_file_mode, keys_are_binary_safe_up_to_key_bytes, bad
           processes_times_threads_on_one_key, lagging_process_decides_at_store_time,
           lagging_process_gets_no_extra_capacity_racing, crashes_leave_a_working_consistent_table,
           lock_of_dead_owner_is_taken_over, lock_of_unreaped_dead_owner_is_taken_over,
-          fork_after_open_then_crash_does_not_deadlock, stopped_process_blocks_nobody)
+          fork_after_open_then_crash_does_not_deadlock, stopped_process_blocks_nobody,
+          evictions_stops_and_kills_stay_sane)
