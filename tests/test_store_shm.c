@@ -1726,6 +1726,50 @@ TEST(stopped_process_blocks_nobody) {
     }
 }
 
+static void die_here(int step) {
+    if (step == stop_at_step) raise(SIGKILL);
+}
+
+/* BUG: a process killed while adding a key, its state written but the key
+ * not yet live, left that state's words marked with the version the next
+ * key added there then took as well: the next key (of another policy)
+ * read the dead one's state as its own. */
+TEST(killed_while_adding_a_key_leaves_no_state_behind) {
+    char path[256], url[400];
+    tmp_path(path, sizeof path, "addkill.shm");
+    shm_url(url, sizeof url, path, "max_keys=16&state_bytes=304"); /* one bucket */
+    const char *log_spec = "sliding-log limit=10 window=1h; token-bucket capacity=100 rate=1/h";
+    sluice_store *s = open_url(url);
+    sluice_policy *p = policy("added", log_spec);
+    REQUIRE(s && p);
+    fflush(NULL);
+    pid_t a = fork();
+    REQUIRE(a >= 0);
+    if (a == 0) { /* adds a key of another policy to the first free slot, killed at step 4 */
+        sluice_store *sa = open_url(url);
+        sluice_policy *pa = policy("other", "fixed-window limit=5 window=1h");
+        stop_at_step = 4;
+        sluice__shm_step_hook = die_here;
+        sluice_decision d;
+        if (sa && pa) sluice_store_acquire_at(sa, pa, "x", 1, 1, 1000, &d);
+        _exit(0);
+    }
+    int status = 0;
+    REQUIRE(waitpid(a, &status, 0) == a);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    alarm(10); /* its bucket lock is taken over */
+    sluice_decision d;
+    for (int i = 1; i <= 3; i++) {
+        CHECK_EQ(sluice_store_acquire_at(s, p, "y", 1, 1, 1000, &d), 0);
+        CHECK(d.allowed);
+        CHECK_EQ(d.remaining, 10 - i);
+    }
+    alarm(0);
+    CHECK_EQ(stats(s).keys, 1);
+    sluice_store_close(s);
+    sluice_policy_free(p);
+}
+
 /* Decides on random keys of two policies, forever, checking every
  * decision's fields; a decision that is wrong in itself (a torn state
  * would give one) ends the process with status 7. */
@@ -1834,4 +1878,4 @@ TEST_MAIN(per_key_state_and_file_mode, keys_are_binary_safe_up_to_key_bytes, bad
           lagging_process_gets_no_extra_capacity_racing, crashes_leave_a_working_consistent_table,
           lock_of_dead_owner_is_taken_over, lock_of_unreaped_dead_owner_is_taken_over,
           fork_after_open_then_crash_does_not_deadlock, stopped_process_blocks_nobody,
-          evictions_stops_and_kills_stay_sane)
+          evictions_stops_and_kills_stay_sane, killed_while_adding_a_key_leaves_no_state_behind)

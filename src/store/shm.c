@@ -677,8 +677,12 @@ static slot *add_key(shm_store *m, const spolicy *sp, bucket_header *const bt[2]
         bucket_header *order[2] = {bt[0], bt[1]};
         if (!(sl = make_room(m, order, n, now_ms, home, &i))) return NULL;
     }
-    /* whole before live; its control word is dead, so nobody else writes it */
+    /* whole before live; its control word is dead, so nobody else writes
+     * it. The key gets a version of its own, above any that an earlier
+     * add_key killed midway may have written (whose words would otherwise
+     * pass for this key's state): it is taken first. */
     uint64_t v = VERSION(atomic_load_explicit(&sl->ctrl, memory_order_acquire)) + 1;
+    atomic_store_explicit(&sl->ctrl, v << 1, memory_order_release);
     atomic_store_explicit(&sl->fp, sp->fp, memory_order_relaxed);
     atomic_store_explicit(&sl->key_len, (uint32_t)len, memory_order_relaxed);
     atomic_store_explicit(&sl->born, v, memory_order_relaxed);
@@ -687,6 +691,7 @@ static slot *add_key(shm_store *m, const spolicy *sp, bucket_header *const bt[2]
     atomic_store_explicit(&sl->last_use_ms, now_ms, memory_order_relaxed);
     fresh_states(sp, (uint8_t *)buf);
     copy_write(m, sl, v, buf, sp->words);
+    STEP(4);
     uint64_t lo, hi; /* settled at v, fresh; a late CAS of the key before meets another value */
     do pair_read(&sl->change, &lo, &hi);
     while (!cas16(&sl->change, lo, hi, (uint64_t)INT64_MIN, CHANGE(v, KIND_SETTLED, 0)));
