@@ -16,7 +16,7 @@
  *          +40  hash seed                  u64[2]
  *          +56  boot id                    char[40] (NUL-padded)
  *          +96  store time: highest reading  atomic i64
- *   4096   buckets, each: header (align64(64 + 4 * slots per bucket) bytes)
+ *   4096   buckets, each: header (align64(128 + 4 * slots per bucket) bytes)
  *          +0   lock: owner (start << 32 | pid), 0 free   atomic u64
  *          +8   bucket time: the highest reading a key was forgotten at  atomic i64
  *          +64  allowed (by keys no longer held), denied, forgotten,
@@ -49,8 +49,8 @@
  * copy, (2) installs its change for version v + 1 (its reading and cost)
  * with one 16-byte compare-and-swap, (3) writes the new state into the
  * other copy, each word with a 16-byte compare-and-swap that only raises a
- * word's version, and (4) marks the change done and moves the control word
- * to v + 1. The new state depends only on the old one and the change, so
+ * word's version, and (4) marks the change settled (with the time the new
+ * state is fresh again) and moves the control word to v + 1. The new state depends only on the old one and the change, so
  * any process that meets an installed change finishes it (writing the same
  * values) instead of waiting: a process stopped or killed at any step
  * blocks nobody. A word's version only grows, so a process that wakes up
@@ -58,7 +58,10 @@
  * every word it read carries the version of the control word. Dropping a
  * key is a change too (kind 3), so it cannot overtake an admission: a
  * fresh key is dropped only with no change pending, and the least recently
- * used key may be dropped with its admission pending (as if it came first).
+ * used key may be dropped with its admission pending (as if the admission
+ * came first). A key being added takes a new version before it writes its
+ * state, so words that an add killed midway wrote never pass for a later
+ * key's state.
  *
  * Only the table's shape takes a lock: adding a key, and making room for
  * it, hold the locks of the key's two buckets. A bucket's lock is a word
