@@ -715,7 +715,8 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
                               "(create it with ?key_bytes=N)", len, m->key_bytes);
         return SLUICE_EINVAL;
     }
-    uint64_t kw[SLUICE_KEY_MAX / 8 + 1] = {0};
+    uint64_t kw[(SLUICE_KEY_MAX + 7) / 8]; /* the key in words, zero-padded */
+    kw[(len - 1) / 8] = 0;
     memcpy(kw, key, len);
     uint64_t k[2] = {m->hdr->seed[0] ^ sp->fp, m->hdr->seed[1]};
     uint64_t h = sluice__siphash13(k, key, len);
