@@ -61,7 +61,10 @@
  * used key may be dropped with its admission pending (as if the admission
  * came first). A key being added takes a new version before it writes its
  * state, so words that an add killed midway wrote never pass for a later
- * key's state.
+ * key's state. The change keeps its version mod 2^32 (the words keep all
+ * 64 bits): only a process stopped between reading a key and installing
+ * its change while the key took 2^32 updates could install a stale one,
+ * which admits that one request on the key's state as it is then.
  *
  * Only the table's shape takes a lock: adding a key, and making room for
  * it, hold the locks of the key's two buckets. A bucket's lock is a word
