@@ -490,7 +490,8 @@ static void finish(const shm_store *m, const spolicy *sp, slot *sl, uint64_t c, 
         if (!copy_read(m, sl, VERSION(c), buf, sp->words)) return; /* already moved on */
         sluice_decision d;
         int64_t fresh_at = INT64_MIN;
-        decide_words(sp, buf, (int64_t)lo + SLUICE_TIME_MIN_MS, CHANGE_COST(hi), &d, &fresh_at);
+        if (decide_words(sp, buf, (int64_t)lo + SLUICE_TIME_MIN_MS, CHANGE_COST(hi), &d, &fresh_at) || !d.allowed)
+            fresh_at = INT64_MAX; /* not its maker's decision (see the change's version): never forgotten */
         copy_write(m, sl, VERSION(c) + 1, buf, sp->words);
         uint64_t settled = CHANGE(VERSION(c) + 1, KIND_SETTLED, 0);
         if (cas16(&sl->change, lo, hi, (uint64_t)fresh_at, settled)) hi = settled;
