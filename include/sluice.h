@@ -319,7 +319,7 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  *             killed in the middle of one blocks no other (the next to
  *             meet its update finishes it); adding a key locks its two
  *             buckets, and a dead owner's lock is taken over. The file
- *             takes about 128 + key_bytes + 4 * state_bytes bytes per key
+ *             takes about 80 + key_bytes + 4 * state_bytes bytes per key
  *             of capacity (sparse: its pages are used as keys arrive).
  *   redis:    timeout_ms=N (per command, default 100), connect_timeout_ms=N
  *             (200), on_error=allow|deny|error (allow), clock=server|client
