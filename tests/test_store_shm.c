@@ -1770,21 +1770,69 @@ TEST(killed_while_adding_a_key_leaves_no_state_behind) {
     sluice_policy_free(p);
 }
 
-/* Decides on random keys of two policies, forever, checking every
+/* A one-bucket key keeps its state in one word while its TAT fits: a
+ * reading 2^34 ms after it was added, at r = 999999937 units per ms, does
+ * not, and the key moves to the general form under its buckets' locks. A
+ * process killed in the middle of that (after the state's words, before the
+ * switch) leaves the key whole: the decisions stay the memory store's. */
+TEST(killed_while_converting_a_key_loses_nothing) {
+    char path[256], url[400];
+    tmp_path(path, sizeof path, "convert.shm");
+    shm_url(url, sizeof url, path, "max_keys=16");
+    const char *spec = "token-bucket capacity=5 rate=999999937/1000ms";
+    sluice_store *s = open_url(url), *mem = open_url("memory:");
+    sluice_policy *p = policy("conv", spec);
+    REQUIRE(s && mem && p);
+    sluice_decision d, e;
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 2, 1000, &d), 0);
+        CHECK_EQ(sluice_store_acquire_at(mem, p, "k", 1, 2, 1000, &e), 0);
+        CHECK(same(&d, &e));
+    }
+    int64_t later = 1000 + (INT64_C(1) << 34);
+    fflush(NULL);
+    pid_t a = fork();
+    REQUIRE(a >= 0);
+    if (a == 0) {
+        sluice_store *sa = open_url(url);
+        sluice_policy *pa = policy("conv", spec);
+        stop_at_step = 5;
+        sluice__shm_step_hook = die_here;
+        if (sa && pa) sluice_store_acquire_at(sa, pa, "k", 1, 1, later, &d);
+        _exit(0);
+    }
+    int status = 0;
+    REQUIRE(waitpid(a, &status, 0) == a);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL); /* it was converting */
+    alarm(10);
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 2, later + i, &d), 0);
+        CHECK_EQ(sluice_store_acquire_at(mem, p, "k", 1, 2, later + i, &e), 0);
+        CHECK(same(&d, &e));
+    }
+    alarm(0);
+    CHECK_EQ(stats(s).allowed, stats(mem).allowed);
+    sluice_store_close(s);
+    sluice_store_close(mem);
+    sluice_policy_free(p);
+}
+
+/* Decides on random keys of three policies, forever, checking every
  * decision's fields; a decision that is wrong in itself (a torn state
  * would give one) ends the process with status 7. */
 static void sane_worker(const char *url, uint64_t seed) {
     sluice_store *s = open_url(url);
-    sluice_policy *pol[2] = {policy("sane-a", "sliding-log limit=10 window=1h; token-bucket capacity=100 rate=1/h"),
-                             policy("sane-b", "fixed-window limit=5 window=1h")};
-    if (!s || !pol[0] || !pol[1]) _exit(3);
+    sluice_policy *pol[3] = {policy("sane-a", "sliding-log limit=10 window=1h; token-bucket capacity=100 rate=1/h"),
+                             policy("sane-b", "fixed-window limit=5 window=1h"),
+                             policy("sane-c", "token-bucket capacity=7 rate=1/h")}; /* FAST keys */
+    if (!s || !pol[0] || !pol[1] || !pol[2]) _exit(3);
     char kb[16];
     for (;;) {
-        int w = (int)(check_rand_(&seed) & 1), k = (int)(check_rand_(&seed) % 40);
+        int w = (int)(check_rand_(&seed) % 3), k = (int)(check_rand_(&seed) % 40);
         int kn = snprintf(kb, sizeof kb, "sane-%d", k);
         sluice_decision d;
         int rc = sluice_store_acquire_at(s, pol[w], kb, (size_t)kn, 1, 5000, &d);
-        int64_t limit = w ? 5 : d.part == 0 ? 10 : 100;
+        int64_t limit = w == 2 ? 7 : w ? 5 : d.part == 0 ? 10 : 100;
         int ok = rc == 0 && d.limit == limit && d.remaining >= 0 && d.remaining < limit + !d.allowed &&
                  (d.allowed ? d.retry_after_ms == 0 && d.remaining <= limit - 1 : d.retry_after_ms > 0);
         if (!ok) {
@@ -1796,10 +1844,10 @@ static void sane_worker(const char *url, uint64_t seed) {
     }
 }
 
-/* A table far too small for its keys (every new key evicts one, often one
- * with an admission under way), workers stopped and continued and killed
- * at random: every decision stays sane, nobody waits long, and the table
- * keeps working. */
+/* A table far too small for its keys (120 pairs in 16 slots: every new
+ * key evicts one, often one with an admission under way), workers stopped
+ * and continued and killed at random: every decision stays sane, nobody
+ * waits long, and the table keeps working. */
 TEST(evictions_stops_and_kills_stay_sane) {
     char path[256], url[400];
     tmp_path(path, sizeof path, "sane.shm");
@@ -1878,4 +1926,5 @@ TEST_MAIN(per_key_state_and_file_mode, keys_are_binary_safe_up_to_key_bytes, bad
           lagging_process_gets_no_extra_capacity_racing, crashes_leave_a_working_consistent_table,
           lock_of_dead_owner_is_taken_over, lock_of_unreaped_dead_owner_is_taken_over,
           fork_after_open_then_crash_does_not_deadlock, stopped_process_blocks_nobody,
-          evictions_stops_and_kills_stay_sane, killed_while_adding_a_key_leaves_no_state_behind)
+          evictions_stops_and_kills_stay_sane, killed_while_adding_a_key_leaves_no_state_behind,
+          killed_while_converting_a_key_loses_nothing)

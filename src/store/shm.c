@@ -23,8 +23,9 @@
  *               evicted, refused           atomic u64 each
  *          +128 tags, one per slot         u32   (a hint: 0 none)
  *          then the slots, each (16-aligned):
- *          +0   control: version << 1 | live   atomic u64
- *          +8   policy fingerprint (of the live key)   u64
+ *          +0   a FAST key's state: TAT - born at * r, in its bucket's
+ *               units (r per ms)       i64
+ *          +8   control: version << 2 | FAST << 1 | live   atomic u64
  *          +16  change: the move to a version, 16 bytes: a u64, then
  *               version mod 2^32 << 32 | kind << 30 | cost  u64; kind 1
  *               admit (the u64: reading - SLUICE_TIME_MIN_MS), 2 settled
@@ -34,9 +35,12 @@
  *          +40  born at: the store time the key was added at (its
  *               decisions are never earlier)   i64
  *          +48  born: the version the key was added at   u64 (so the
- *               key's admissions are its version - born)
+ *               key's admissions are its version - born; a move from
+ *               FAST adds one to both)
  *          +56  key length                 u32
- *          +64  key, zero-padded to 8      u8[key bytes]
+ *          +64  a FAST key's r             i64
+ *          +72  policy fingerprint (of the live key)   u64
+ *          +80  key, zero-padded to 8      u8[key bytes]
  *          then (16-aligned) state copies 0 and 1, 2 * state bytes each:
  *          words of {value u64, version u64}, the state 8 bytes a word:
  *          the parts' states one after the other: buckets i128
@@ -44,7 +48,17 @@
  *          prev, cur; sliding log u32 cap, head, len, pad, i64 base, then
  *          cap entries of (i64 ms, i64 running total).
  *
- * Updates of a key are lock-free. The key's version v selects its current
+ * Updates of a key are lock-free. A key of a one-bucket policy (token or
+ * leaky) is FAST: its state is one word next to its control word, and an
+ * admission is one 16-byte compare-and-swap of the two, while the TAT,
+ * kept relative to the time the key was added, fits in 63 bits (at r
+ * units per ms, 2^63 / r ms: 292 million years at r = 1, 107 days at
+ * r = 999999937, which a rate like 999999937/1000ms needs). A TAT that would
+ * not fit first moves the key, under its buckets' locks, to the general
+ * form below (the same state as two words; a process killed midway leaves
+ * it FAST and whole).
+ *
+ * Every other key: the key's version v selects its current
  * copy, v & 1, whose words all carry version v. An admission (1) reads the
  * copy, (2) installs its change for version v + 1 (its reading and cost)
  * with one 16-byte compare-and-swap, (3) writes the new state into the
@@ -144,20 +158,24 @@ typedef struct {
 } pair;
 
 typedef struct {
-    _Atomic uint64_t ctrl;
-    _Atomic uint64_t fp;
-    pair change; /* lo: now - SLUICE_TIME_MIN_MS; hi: see CHANGE() */
+    pair head;   /* lo: a FAST key's TAT; hi: the control word */
+    pair change; /* lo: see the kind; hi: see CHANGE() */
     _Atomic int64_t last_use_ms;
     _Atomic int64_t born_ms;
     _Atomic uint64_t born;
     _Atomic uint32_t key_len;
     uint32_t pad;
+    _Atomic int64_t r; /* a FAST key's bucket: units per ms */
+    _Atomic uint64_t fp;
     _Atomic uint64_t key[]; /* zero-padded to a multiple of 8 bytes */
 } slot;
+#define CTRL(sl) (&(sl)->head.hi)
 
 /* A state copy's word: lo its value, hi its version. */
 #define LIVE 1u
-#define VERSION(c) ((c) >> 1)
+#define FAST 2u /* the key's state is one word, head.lo (see the top) */
+#define VERSION(c) ((c) >> 2)
+#define CTRL_WORD(v, flags) ((uint64_t)(v) << 2 | (flags))
 #define KIND_ADMIT 1u
 #define KIND_SETTLED 2u
 #define KIND_DROP 3u
@@ -169,7 +187,8 @@ _Static_assert(SLUICE_LIMIT_MAX < (1 << 30), "a change holds a cost in 30 bits")
 
 _Static_assert(sizeof(file_header) <= 128, "the header's fields fit their offsets");
 _Static_assert(offsetof(bucket_header, allowed) == 64 && offsetof(bucket_header, tags) == 128, "counts at +64, tags at +128");
-_Static_assert(offsetof(slot, change) == 16 && offsetof(slot, key) == 64, "change at +16, key at +64");
+_Static_assert(offsetof(slot, change) == 16 && offsetof(slot, r) == 64 && offsetof(slot, key) == 80,
+               "change at +16, r at +64, key at +80");
 
 /* What this process knows of a policy: its fingerprint in the file and
  * where each part's state lies in a state copy. */
@@ -178,6 +197,7 @@ typedef struct {
     uint64_t fp;
     uint32_t offset[SLUICE_POLICY_MAX_PARTS], log_cap[SLUICE_POLICY_MAX_PARTS];
     uint32_t bytes, words; /* a state copy: bytes, words */
+    int fast;              /* one bucket: its keys' state is one word (FAST) */
 } spolicy;
 
 typedef struct {
@@ -208,7 +228,7 @@ static slot *slot_at(const shm_store *m, bucket_header *bh, uint32_t i) {
 /* The state copy of version v: state bytes / 8 words. */
 static pair *copy_at(const shm_store *m, slot *sl, uint64_t v) {
     size_t words = m->state_bytes / 8;
-    return (pair *)((uint8_t *)sl + align_up(64 + align_up(m->key_bytes, 8), 16)) + (v & 1) * words;
+    return (pair *)((uint8_t *)sl + align_up(80 + align_up(m->key_bytes, 8), 16)) + (v & 1) * words;
 }
 
 /* ---- the 16-byte compare-and-swap ---- */
@@ -369,6 +389,8 @@ static int spolicy_init(void *item, void *ctx) {
     }
     sp->bytes = at;
     sp->words = at / 8;
+    sp->fast = p->n_parts == 1 && (p->parts[0].algorithm == SLUICE_TOKEN_BUCKET ||
+                                   p->parts[0].algorithm == SLUICE_LEAKY_BUCKET);
     if (at > m->state_bytes) {
         sluice__store_errf(&m->head, "policy %s needs %u bytes of state per key; this shm file's slots "
                                      "hold %u (a new file made with ?state_bytes=%u would: remove "
@@ -482,8 +504,8 @@ static int decide_words(const spolicy *sp, uint64_t *buf, int64_t now_ms, int64_
 static void publish(slot *sl, uint64_t c, uint64_t hi) {
     unsigned kind = CHANGE_KIND(hi);
     if (CHANGE_VERSION(hi) != (uint32_t)(VERSION(c) + 1) || kind == KIND_ADMIT) return;
-    uint64_t next = (VERSION(c) + 1) << 1 | (kind == KIND_SETTLED ? LIVE : 0);
-    atomic_compare_exchange_strong_explicit(&sl->ctrl, &c, next, memory_order_acq_rel, memory_order_relaxed);
+    uint64_t next = CTRL_WORD(VERSION(c) + 1, kind == KIND_SETTLED ? LIVE : 0);
+    atomic_compare_exchange_strong_explicit(CTRL(sl), &c, next, memory_order_acq_rel, memory_order_relaxed);
 }
 
 /* Finishes the admission {lo, hi} installed in sl at control word c, as its
@@ -538,7 +560,7 @@ static int holds(slot *sl, uint64_t fp, const uint64_t *kw, size_t len) {
 }
 
 static int is_live(slot *sl) {
-    return (atomic_load_explicit(&sl->ctrl, memory_order_acquire) & LIVE) != 0;
+    return (atomic_load_explicit(CTRL(sl), memory_order_acquire) & LIVE) != 0;
 }
 
 /* The key's slot in bucket bh, or NULL. Without a lock. */
@@ -584,20 +606,95 @@ static int64_t decision_time(const shm_store *m, bucket_header *const bt[2], int
     return now;
 }
 
+#define AGAIN 3   /* internal: the key changed form (FAST no more): look again */
+#define CONVERT 4 /* internal: the key's TAT outgrew its word: convert, locked */
+
+/* Decides on a FAST key (one bucket): its TAT, relative to born_ms in the
+ * bucket's units (r per ms), and its control word change together in one
+ * 16-byte compare-and-swap. The same arithmetic as the token bucket's
+ * (src/algo/token_bucket.c) on the same backlog: the same decisions. */
+static int decide_fast(shm_store *m, const spolicy *sp, slot *sl, bucket_header *home, const uint64_t *kw,
+                       size_t len, int64_t cost, int64_t reading_ms, sluice_decision *d) {
+    const sluice__params *pp = &sp->policy.params[0];
+    int shaper = sp->policy.parts[0].algorithm == SLUICE_LEAKY_BUCKET;
+    for (;;) {
+        uint64_t tat, c;
+        pair_read(&sl->head, &tat, &c);
+        if (!(c & LIVE) || !holds(sl, sp->fp, kw, len)) return NOT_HELD;
+        if (!(c & FAST)) return AGAIN;
+        /* store time, and never before the key was added (see decision_time) */
+        int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed);
+        int64_t now = sluice__store_time(&m->hdr->now_ms, reading_ms), nb;
+        if (now < born_ms) now = born_ms;
+        sluice__i128 ts = (sluice__i128)(now - born_ms) * pp->r, b = (sluice__i128)(int64_t)tat - ts;
+        atomic_store_explicit(&sl->last_use_ms, now, memory_order_relaxed);
+        if (sluice__gcra_core(pp, b > 0 ? (int64_t)b : 0, cost, shaper, d, &nb)) {
+            if (ts + nb > INT64_MAX) return CONVERT;
+            if (!cas16(&sl->head, tat, c, (uint64_t)(int64_t)(ts + nb), c + CTRL_WORD(1, 0))) continue;
+            sluice__store_time_raise(&m->hdr->now_ms, now);
+        } else {
+            atomic_fetch_add_explicit(&home->denied, 1, memory_order_relaxed);
+        }
+        sluice__decision_lag(d, now - reading_ms);
+        return 0;
+    }
+}
+
+/* Moves a FAST key whose TAT outgrew its word to the general form, the
+ * same state as copy words, with the buckets' locks held. Killed midway,
+ * the key is still FAST and whole: the last compare-and-swap switches. */
+static void convert(const shm_store *m, slot *sl) {
+    for (;;) {
+        uint64_t tat, c, lo, hi;
+        pair_read(&sl->head, &tat, &c);
+        if ((c & (LIVE | FAST)) != (LIVE | FAST)) return;
+        uint64_t v = VERSION(c) + 1, words[2];
+        int64_t r = atomic_load_explicit(&sl->r, memory_order_relaxed);
+        sluice__i128 abs = (sluice__i128)(int64_t)tat +
+                           (sluice__i128)atomic_load_explicit(&sl->born_ms, memory_order_relaxed) * r;
+        memcpy(words, &abs, sizeof words); /* a bucket's state: its TAT, i128 */
+        copy_write(m, sl, v, words, 2);
+        sluice__i128 f = abs / r + (abs % r > 0); /* fresh at: ceil(TAT / r) ms */
+        int64_t fresh_at = f > INT64_MAX ? INT64_MAX : f < INT64_MIN ? INT64_MIN : (int64_t)f;
+        STEP(5);
+        do pair_read(&sl->change, &lo, &hi);
+        while (!cas16(&sl->change, lo, hi, (uint64_t)fresh_at, CHANGE(v, KIND_SETTLED, 0)));
+        uint64_t born = atomic_load_explicit(&sl->born, memory_order_relaxed);
+        atomic_store_explicit(&sl->born, born + 1, memory_order_relaxed); /* this version is no admission */
+        if (cas16(&sl->head, tat, c, 0, CTRL_WORD(v, LIVE))) return;
+        atomic_store_explicit(&sl->born, born, memory_order_relaxed);
+    }
+}
+
+/* Drops the FAST key {tat, c} (as drop() does the others'). */
+static int drop_fast(bucket_header *bh, slot *sl, uint64_t tat, uint64_t c) {
+    if (!cas16(&sl->head, tat, c, tat, CTRL_WORD(VERSION(c) + 1, 0))) return 0;
+    uint64_t admitted = VERSION(c) - atomic_load_explicit(&sl->born, memory_order_relaxed);
+    atomic_store_explicit(&bh->allowed, atomic_load_explicit(&bh->allowed, memory_order_relaxed) + admitted,
+                          memory_order_relaxed);
+    return 1;
+}
+
 /* Decides on the key in sl, lock-free (see the top of the file): 0 with *d
- * filled, an error, or NOT_HELD. home is sl's bucket, for its counts. */
+ * filled, an error, NOT_HELD, or CONVERT. home is sl's bucket, for its
+ * counts. */
 static int decide_held(shm_store *m, const spolicy *sp, slot *sl, bucket_header *home, const uint64_t *kw,
                        size_t len, int64_t cost, int64_t reading_ms, sluice_decision *d, uint64_t *buf) {
     for (;;) {
-        uint64_t c = atomic_load_explicit(&sl->ctrl, memory_order_acquire), lo, hi;
+        uint64_t c = atomic_load_explicit(CTRL(sl), memory_order_acquire), lo, hi;
         if (!(c & LIVE) || !holds(sl, sp->fp, kw, len)) return NOT_HELD;
+        if (c & FAST) {
+            int rc = decide_fast(m, sp, sl, home, kw, len, cost, reading_ms, d);
+            if (rc == AGAIN) continue;
+            return rc;
+        }
         uint64_t v = VERSION(c);
         pair_read(&sl->change, &lo, &hi);
         if (CHANGE_VERSION(hi) == (uint32_t)(v + 1)) { /* another's change: finish it first */
             finish(m, sp, sl, c, lo, hi, buf);
             continue;
         }
-        if (!copy_read(m, sl, v, buf, sp->words) || atomic_load_explicit(&sl->ctrl, memory_order_acquire) != c)
+        if (!copy_read(m, sl, v, buf, sp->words) || atomic_load_explicit(CTRL(sl), memory_order_acquire) != c)
             continue;
         /* store time, and never before the key was added (see decision_time) */
         int64_t now = sluice__store_time(&m->hdr->now_ms, reading_ms);
@@ -641,10 +738,25 @@ again:;
     for (int b = 0; b < n; b++) {
         for (uint32_t i = 0; i < m->spb; i++) {
             slot *sl = slot_at(m, bhs[b], i);
-            uint64_t c = atomic_load_explicit(&sl->ctrl, memory_order_acquire), lo, hi;
+            uint64_t c = atomic_load_explicit(CTRL(sl), memory_order_acquire), lo, hi;
             if (!(c & LIVE)) { /* freed meanwhile (a drop left unpublished by a crash) */
                 *home = bhs[b], *at = i;
                 return sl;
+            }
+            if (c & FAST) {
+                pair_read(&sl->head, &lo, &c);
+                if ((c & (LIVE | FAST)) != (LIVE | FAST)) goto again;
+                int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed);
+                int64_t r = atomic_load_explicit(&sl->r, memory_order_relaxed);
+                if ((sluice__i128)(int64_t)lo <= (sluice__i128)(now_ms - born_ms) * r) { /* fresh */
+                    bucket_time_raise(bhs[b], now_ms);
+                    if (!drop_fast(bhs[b], sl, lo, c)) goto again;
+                    bump(&bhs[b]->forgotten);
+                    *home = bhs[b], *at = i;
+                    return sl;
+                }
+                hi = 0;
+                goto lru;
             }
             pair_read(&sl->change, &lo, &hi);
             int pending = CHANGE_VERSION(hi) == (uint32_t)(VERSION(c) + 1);
@@ -662,6 +774,7 @@ again:;
                     return sl;
                 }
             }
+        lru:;
             int64_t use = atomic_load_explicit(&sl->last_use_ms, memory_order_relaxed);
             if (!lru || use < lru_use) {
                 lru = sl, lru_c = c, lru_lo = lo, lru_hi = hi, lru_use = use;
@@ -674,7 +787,7 @@ again:;
         return NULL;
     }
     bucket_time_raise(*home, now_ms);
-    if (!drop(*home, lru, lru_c, lru_lo, lru_hi)) goto again;
+    if (lru_c & FAST ? !drop_fast(*home, lru, lru_lo, lru_c) : !drop(*home, lru, lru_c, lru_lo, lru_hi)) goto again;
     bump(&(*home)->evicted);
     return lru;
 }
@@ -694,22 +807,29 @@ static slot *add_key(shm_store *m, const spolicy *sp, bucket_header *const bt[2]
      * it. The key gets a version of its own, above any that an earlier
      * add_key killed midway may have written (whose words would otherwise
      * pass for this key's state): it is taken first. */
-    uint64_t v = VERSION(atomic_load_explicit(&sl->ctrl, memory_order_acquire)) + 1;
-    atomic_store_explicit(&sl->ctrl, v << 1, memory_order_release);
+    uint64_t v = VERSION(atomic_load_explicit(CTRL(sl), memory_order_acquire)) + 1;
+    atomic_store_explicit(CTRL(sl), CTRL_WORD(v, 0), memory_order_release);
     atomic_store_explicit(&sl->fp, sp->fp, memory_order_relaxed);
     atomic_store_explicit(&sl->key_len, (uint32_t)len, memory_order_relaxed);
     atomic_store_explicit(&sl->born, v, memory_order_relaxed);
     atomic_store_explicit(&sl->born_ms, now_ms, memory_order_relaxed);
     for (size_t k = 0; k < (len + 7) / 8; k++) atomic_store_explicit(&sl->key[k], kw[k], memory_order_relaxed);
     atomic_store_explicit(&sl->last_use_ms, now_ms, memory_order_relaxed);
+    atomic_store_explicit(&(*home)->tags[i], tag, memory_order_relaxed);
+    uint64_t lo, hi; /* (a late CAS of an earlier key here meets other values) */
+    if (sp->fast) { /* one word: a TAT that is fresh at any reading */
+        atomic_store_explicit(&sl->r, sp->policy.params[0].r, memory_order_relaxed);
+        STEP(4);
+        do pair_read(&sl->head, &lo, &hi);
+        while (!cas16(&sl->head, lo, hi, (uint64_t)INT64_MIN, CTRL_WORD(v, FAST | LIVE)));
+        return sl;
+    }
     fresh_states(sp, (uint8_t *)buf);
     copy_write(m, sl, v, buf, sp->words);
     STEP(4);
-    uint64_t lo, hi; /* settled at v, fresh; a late CAS of the key before meets another value */
-    do pair_read(&sl->change, &lo, &hi);
+    do pair_read(&sl->change, &lo, &hi); /* settled at v, fresh */
     while (!cas16(&sl->change, lo, hi, (uint64_t)INT64_MIN, CHANGE(v, KIND_SETTLED, 0)));
-    atomic_store_explicit(&(*home)->tags[i], tag, memory_order_relaxed);
-    atomic_store_explicit(&sl->ctrl, v << 1 | LIVE, memory_order_release);
+    atomic_store_explicit(CTRL(sl), CTRL_WORD(v, LIVE), memory_order_release);
     return sl;
 }
 
@@ -740,22 +860,23 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     uint64_t stack_buf[160], *buf = stack_buf;
     if (sp->words > sizeof stack_buf / sizeof stack_buf[0] && !(buf = malloc(sp->words * sizeof *buf)))
         return SLUICE_ENOMEM;
-    for (rc = NOT_HELD; rc == NOT_HELD;) {
+    for (rc = NOT_HELD; rc == NOT_HELD || rc == CONVERT;) {
         bucket_header *home = bt[0];
         slot *sl = find_in(m, bt[0], tag, sp->fp, kw, len);
         if (!sl && n == 2) sl = find_in(m, home = bt[1], tag, sp->fp, kw, len);
-        if (sl) { /* held: no lock */
+        if (sl && rc != CONVERT) { /* held: no lock */
             rc = decide_held(m, sp, sl, home, kw, len, cost, now_ms, d, buf);
             continue;
         }
-        /* new: added under both buckets' locks (in order), after a look
-         * there (another process may just have added it) */
+        /* new (or to convert): under both buckets' locks (in order), after
+         * a look there (another process may just have added it) */
         bucket_header *locked[2] = {bt[b1 < b2 ? 0 : 1], bt[b1 < b2 ? 1 : 0]};
         for (int i = 0; i < n; i++) bucket_lock(locked[i]);
         sl = find_in(m, home = bt[0], tag, sp->fp, kw, len);
         if (!sl && n == 2) sl = find_in(m, home = bt[1], tag, sp->fp, kw, len);
         if (!sl) sl = add_key(m, sp, bt, n, tag, kw, len, decision_time(m, bt, now_ms), &home, buf);
-        if (sl) rc = decide_held(m, sp, sl, home, kw, len, cost, now_ms, d, buf);
+        if (sl)
+            while ((rc = decide_held(m, sp, sl, home, kw, len, cost, now_ms, d, buf)) == CONVERT) convert(m, sl);
         unlock_all(locked, n);
         if (!sl) {
             sluice__store_errf(s, "shm store is full of keys that are not fresh (buckets of %u)", m->spb);
@@ -775,7 +896,7 @@ static void shm_stats(sluice_store *s, sluice_stats *out) {
         bucket_header *bh = bucket_at(m, b);
         for (uint32_t i = 0; i < m->spb; i++) {
             slot *sl = slot_at(m, bh, i);
-            uint64_t c = atomic_load_explicit(&sl->ctrl, memory_order_acquire);
+            uint64_t c = atomic_load_explicit(CTRL(sl), memory_order_acquire);
             if (!(c & LIVE)) continue;
             out->keys++;
             out->allowed += (int64_t)(VERSION(c) - atomic_load_explicit(&sl->born, memory_order_relaxed));
@@ -807,7 +928,7 @@ static void read_boot_id(char out[40]) {
 static void geometry(shm_store *m, uint64_t max_keys) {
     m->spb = max_keys <= 64 ? (uint32_t)max_keys : BUCKET_SLOTS;
     m->buckets = (max_keys + m->spb - 1) / m->spb;
-    m->slot_bytes = align_up(align_up(64 + align_up(m->key_bytes, 8), 16) + 4 * m->state_bytes, 64);
+    m->slot_bytes = align_up(align_up(80 + align_up(m->key_bytes, 8), 16) + 4 * m->state_bytes, 64);
     m->bucket_header_bytes = align_up(128 + 4 * m->spb, 64);
     m->bucket_bytes = m->bucket_header_bytes + m->spb * m->slot_bytes;
     m->map_bytes = HEADER_BYTES + (size_t)m->buckets * m->bucket_bytes;
