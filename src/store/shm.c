@@ -16,12 +16,16 @@
  *          +40  hash seed                  u64[2]
  *          +56  boot id                    char[40] (NUL-padded)
  *          +96  store time: highest reading  atomic i64
- *   4096   buckets, each: header (align64(128 + 4 * slots per bucket) bytes)
+ *          +104 key hash: 1 SipHash-1-3, 2 three AES rounds for keys of up
+ *               to 16 bytes (where the CPU that made the file has AES
+ *               instructions; SipHash-1-3 for longer keys)   u32
+ *          +112 the AES hash's round keys  u64[8]
+ *   4096   buckets, each: header (align64(128 + align8(slots per bucket)) bytes)
  *          +0   lock: owner (start << 32 | pid), 0 free   atomic u64
  *          +8   bucket time: the highest reading a key was forgotten at  atomic i64
  *          +64  allowed (by keys no longer held), denied, forgotten,
  *               evicted, refused           atomic u64 each
- *          +128 tags, one per slot         u32   (a hint: 0 none)
+ *          +128 tags, one byte per slot, 8 to a u64   (a hint: 0 none)
  *          then the slots, each (16-aligned):
  *          +0   a FAST key's state: TAT - born at * r, in its bucket's
  *               units (r per ms)       i64
@@ -140,7 +144,11 @@ typedef struct {
     uint64_t seed[2];
     char boot_id[40];
     _Atomic int64_t now_ms;
+    uint32_t hash_kind, pad;
+    uint64_t aes_key[8];
 } file_header;
+#define HASH_SIP 1u
+#define HASH_AES 2u
 
 typedef struct {
     _Atomic uint64_t lock;
@@ -148,7 +156,7 @@ typedef struct {
     uint64_t pad0[6];
     _Atomic uint64_t allowed, denied, forgotten, evicted, refused;
     uint64_t pad1[3];
-    _Atomic uint32_t tags[];
+    _Atomic uint64_t tags[]; /* a byte a slot, 8 to a word */
 } bucket_header;
 
 /* Two 64-bit words changed together by a 16-byte compare-and-swap. */
@@ -185,7 +193,8 @@ typedef struct {
 #define CHANGE_COST(hi) ((int64_t)((hi) & 0x3fffffffu))
 _Static_assert(SLUICE_LIMIT_MAX < (1 << 30), "a change holds a cost in 30 bits");
 
-_Static_assert(sizeof(file_header) <= 128, "the header's fields fit their offsets");
+_Static_assert(offsetof(file_header, hash_kind) == 104 && sizeof(file_header) == 176,
+               "the header's fields at their offsets");
 _Static_assert(offsetof(bucket_header, allowed) == 64 && offsetof(bucket_header, tags) == 128, "counts at +64, tags at +128");
 _Static_assert(offsetof(slot, change) == 16 && offsetof(slot, r) == 64 && offsetof(slot, key) == 80,
                "change at +16, r at +64, key at +80");
@@ -208,6 +217,7 @@ typedef struct {
     uint64_t buckets;
     uint32_t spb, slot_bytes, bucket_bytes, bucket_header_bytes, key_bytes, state_bytes;
     sluice_on_full on_full;
+    int aes; /* keys of up to 16 bytes: the AES hash (the file says so) */
     sluice__policy_set policies; /* items: spolicy */
 } shm_store;
 
@@ -564,12 +574,20 @@ static int is_live(slot *sl) {
 }
 
 /* The key's slot in bucket bh, or NULL. Without a lock. */
-static slot *find_in(const shm_store *m, bucket_header *bh, uint32_t tag, uint64_t fp, const uint64_t *kw,
+static slot *find_in(const shm_store *m, bucket_header *bh, uint8_t tag, uint64_t fp, const uint64_t *kw,
                      size_t len) {
-    for (uint32_t i = 0; i < m->spb; i++) { /* the tags first: one line, not a slot each */
-        if (atomic_load_explicit(&bh->tags[i], memory_order_relaxed) != tag) continue;
-        slot *sl = slot_at(m, bh, i);
-        if (is_live(sl) && holds(sl, fp, kw, len)) return sl;
+    /* the tags first, 8 at a time: a byte of a word is the tag when the
+     * word ^ tag repeated has a zero byte there */
+    const uint64_t ones = UINT64_C(0x0101010101010101), low7 = UINT64_C(0x7f7f7f7f7f7f7f7f);
+    for (uint32_t w = 0; w * 8 < m->spb; w++) {
+        uint64_t x = atomic_load_explicit(&bh->tags[w], memory_order_relaxed) ^ (ones * tag);
+        uint64_t zero = ~(((x & low7) + low7) | x | low7); /* 0x80 where a byte of x is 0 */
+        for (; zero; zero &= zero - 1) {
+            uint32_t i = w * 8 + (uint32_t)__builtin_ctzll(zero) / 8;
+            if (i >= m->spb) break;
+            slot *sl = slot_at(m, bh, i);
+            if (is_live(sl) && holds(sl, fp, kw, len)) return sl;
+        }
     }
     return NULL;
 }
@@ -794,7 +812,7 @@ again:;
 
 /* Adds the key to a free slot (making room when needed) with a fresh
  * state: its slot, or NULL (refused). With the buckets' locks held. */
-static slot *add_key(shm_store *m, const spolicy *sp, bucket_header *const bt[2], int n, uint32_t tag,
+static slot *add_key(shm_store *m, const spolicy *sp, bucket_header *const bt[2], int n, uint8_t tag,
                      const uint64_t *kw, size_t len, int64_t now_ms, bucket_header **home, uint64_t *buf) {
     uint32_t i = 0;
     slot *sl = free_in(m, *home = bt[0], &i); /* the first bucket while it has room */
@@ -815,7 +833,9 @@ static slot *add_key(shm_store *m, const spolicy *sp, bucket_header *const bt[2]
     atomic_store_explicit(&sl->born_ms, now_ms, memory_order_relaxed);
     for (size_t k = 0; k < (len + 7) / 8; k++) atomic_store_explicit(&sl->key[k], kw[k], memory_order_relaxed);
     atomic_store_explicit(&sl->last_use_ms, now_ms, memory_order_relaxed);
-    atomic_store_explicit(&(*home)->tags[i], tag, memory_order_relaxed);
+    _Atomic uint64_t *tw = &(*home)->tags[i / 8]; /* written under the lock: no other writer */
+    uint64_t t = atomic_load_explicit(tw, memory_order_relaxed) & ~(UINT64_C(0xff) << (i % 8 * 8));
+    atomic_store_explicit(tw, t | (uint64_t)tag << (i % 8 * 8), memory_order_relaxed);
     uint64_t lo, hi; /* (a late CAS of an earlier key here meets other values) */
     if (sp->fast) { /* one word: a TAT that is fresh at any reading */
         atomic_store_explicit(&sl->r, sp->policy.params[0].r, memory_order_relaxed);
@@ -849,8 +869,9 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     kw[(len - 1) / 8] = 0;
     memcpy(kw, key, len);
     uint64_t k[2] = {m->hdr->seed[0] ^ sp->fp, m->hdr->seed[1]};
-    uint64_t h = sluice__siphash13(k, key, len);
-    uint32_t tag = (uint32_t)(h >> 32) | 1;
+    uint64_t h = len <= 16 && m->aes ? sluice__aeshash16(m->hdr->aes_key, sp->fp >> 8, key, len)
+                                     : sluice__siphash13(k, key, len);
+    uint8_t tag = (uint8_t)(h >> 32) | 1; /* never 0 */
     /* two buckets may hold the key: the first choice, where keys go while
      * it has room, and the second */
     uint64_t b1 = (uint64_t)(((unsigned __int128)h * m->buckets) >> 64);
@@ -929,7 +950,7 @@ static void geometry(shm_store *m, uint64_t max_keys) {
     m->spb = max_keys <= 64 ? (uint32_t)max_keys : BUCKET_SLOTS;
     m->buckets = (max_keys + m->spb - 1) / m->spb;
     m->slot_bytes = align_up(align_up(80 + align_up(m->key_bytes, 8), 16) + 4 * m->state_bytes, 64);
-    m->bucket_header_bytes = align_up(128 + 4 * m->spb, 64);
+    m->bucket_header_bytes = align_up(128 + align_up(m->spb, 8), 64);
     m->bucket_bytes = m->bucket_header_bytes + m->spb * m->slot_bytes;
     m->map_bytes = HEADER_BYTES + (size_t)m->buckets * m->bucket_bytes;
 }
@@ -1032,8 +1053,13 @@ static int shm_open_file(const sluice__url *url, const sluice__store_config *cfg
         if (h.slots_per_bucket < 1 || h.slots_per_bucket > 64 || h.buckets < 1 ||
             h.buckets > SLUICE_MAX_KEYS_MAX || h.buckets * h.slots_per_bucket > SLUICE_MAX_KEYS_MAX ||
             h.key_bytes < 1 || h.key_bytes > SLUICE_KEY_MAX || h.state_bytes < 16 ||
-            h.state_bytes > (1u << 20) || h.state_bytes % 16) {
+            h.state_bytes > (1u << 20) || h.state_bytes % 16 || (h.hash_kind != HASH_SIP && h.hash_kind != HASH_AES)) {
             sluice__errf(err, errlen, "shm:%s is damaged (its header's geometry is impossible)", path);
+            goto out;
+        }
+        if (h.hash_kind == HASH_AES && !sluice__aeshash_available()) {
+            sluice__errf(err, errlen, "shm:%s hashes keys with AES instructions, which this CPU lacks "
+                         "(the file belongs to the host that made it)", path);
             goto out;
         }
         m->key_bytes = h.key_bytes;
@@ -1078,6 +1104,10 @@ static int shm_open_file(const sluice__url *url, const sluice__store_config *cfg
         f->buckets = m->buckets;
         f->key_bytes = m->key_bytes;
         f->state_bytes = m->state_bytes;
+        f->hash_kind = sluice__aeshash_available() ? HASH_AES : HASH_SIP;
+        if (getrandom(f->aes_key, sizeof f->aes_key, 0) != (ssize_t)sizeof f->aes_key)
+            for (int i = 0; i < 8; i++) /* no entropy source: weaker, from the clock */
+                f->aes_key[i] = (uint64_t)sluice_clock_now_ms(NULL) * UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)(2 * i + 1);
         if (getrandom(f->seed, sizeof f->seed, 0) != (ssize_t)sizeof f->seed) {
             f->seed[0] = (uint64_t)st.st_ino * UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)getpid();
             f->seed[1] = (uint64_t)sluice_clock_now_ms(NULL);
@@ -1088,6 +1118,7 @@ static int shm_open_file(const sluice__url *url, const sluice__store_config *cfg
         memcpy(f->magic, MAGIC, 8); /* last: the file is set up */
     }
     m->on_full = cfg->on_full;
+    m->aes = m->hdr->hash_kind == HASH_AES;
     rc = 0;
 out:
     flock(fd, LOCK_UN);
