@@ -26,26 +26,28 @@
  *          +64  allowed (by keys no longer held), denied, forgotten,
  *               evicted, refused           atomic u64 each
  *          +128 tags, one byte per slot, 8 to a u64   (a hint: 0 none)
- *          then the slots, each (16-aligned):
+ *          then the slots, each (64-aligned; what a decision reads first:
+ *          a FAST key with a key of up to 16 bytes is decided on one line):
  *          +0   a FAST key's state: TAT - born at * r, in its bucket's
  *               units (r per ms)       i64
  *          +8   control: version << 2 | FAST << 1 | live   atomic u64
- *          +16  change: the move to a version, 16 bytes: a u64, then
+ *          +16  policy fingerprint (of the live key)   u64
+ *          +24  born at: the store time the key was added at (its
+ *               decisions are never earlier)   i64
+ *          +32  key length                 u32
+ *          +40  last use (store ms)        i64   (a hint)
+ *          +48  key, zero-padded to 8      u8[key bytes]
+ *          then (16-aligned):
+ *          +0   change: the move to a version, 16 bytes: a u64, then
  *               version mod 2^32 << 32 | kind << 30 | cost  u64; kind 1
  *               admit (the u64: reading - SLUICE_TIME_MIN_MS), 2 settled
  *               (the u64: the store time at which the state is fresh
  *               again, i64), 3 drop
- *          +32  last use (store ms)        i64   (a hint)
- *          +40  born at: the store time the key was added at (its
- *               decisions are never earlier)   i64
- *          +48  born: the version the key was added at   u64 (so the
+ *          +16  born: the version the key was added at   u64 (so the
  *               key's admissions are its version - born; a move from
  *               FAST adds one to both)
- *          +56  key length                 u32
- *          +64  a FAST key's r             i64
- *          +72  policy fingerprint (of the live key)   u64
- *          +80  key, zero-padded to 8      u8[key bytes]
- *          then (16-aligned) state copies 0 and 1, 2 * state bytes each:
+ *          +24  a FAST key's r             i64
+ *          then state copies 0 and 1, 2 * state bytes each:
  *          words of {value u64, version u64}, the state 8 bytes a word:
  *          the parts' states one after the other: buckets i128
  *          TAT; fixed window i64 index, count; sliding window i64 index,
@@ -165,19 +167,25 @@ typedef struct {
     _Atomic uint64_t hi;
 } pair;
 
+/* What a decision reads, first: a FAST key with a key of up to 16 bytes
+ * is decided on this one line. */
 typedef struct {
-    pair head;   /* lo: a FAST key's TAT; hi: the control word */
-    pair change; /* lo: see the kind; hi: see CHANGE() */
-    _Atomic int64_t last_use_ms;
+    pair head; /* lo: a FAST key's TAT; hi: the control word */
+    _Atomic uint64_t fp;
     _Atomic int64_t born_ms;
-    _Atomic uint64_t born;
     _Atomic uint32_t key_len;
     uint32_t pad;
-    _Atomic int64_t r; /* a FAST key's bucket: units per ms */
-    _Atomic uint64_t fp;
+    _Atomic int64_t last_use_ms;
     _Atomic uint64_t key[]; /* zero-padded to a multiple of 8 bytes */
 } slot;
 #define CTRL(sl) (&(sl)->head.hi)
+
+/* After the key (16-aligned): what the general form and making room read. */
+typedef struct {
+    pair change; /* lo: see the kind; hi: see CHANGE() */
+    _Atomic uint64_t born;
+    _Atomic int64_t r; /* a FAST key's bucket: units per ms */
+} slot_tail;
 
 /* A state copy's word: lo its value, hi its version. */
 #define LIVE 1u
@@ -196,8 +204,8 @@ _Static_assert(SLUICE_LIMIT_MAX < (1 << 30), "a change holds a cost in 30 bits")
 _Static_assert(offsetof(file_header, hash_kind) == 104 && sizeof(file_header) == 176,
                "the header's fields at their offsets");
 _Static_assert(offsetof(bucket_header, allowed) == 64 && offsetof(bucket_header, tags) == 128, "counts at +64, tags at +128");
-_Static_assert(offsetof(slot, change) == 16 && offsetof(slot, r) == 64 && offsetof(slot, key) == 80,
-               "change at +16, r at +64, key at +80");
+_Static_assert(offsetof(slot, fp) == 16 && offsetof(slot, key) == 48 && sizeof(slot_tail) == 32,
+               "fp at +16, key at +48, a tail of 32");
 
 /* What this process knows of a policy: its fingerprint in the file and
  * where each part's state lies in a state copy. */
@@ -235,10 +243,14 @@ static slot *slot_at(const shm_store *m, bucket_header *bh, uint32_t i) {
     return (slot *)((uint8_t *)bh + m->bucket_header_bytes + (size_t)i * m->slot_bytes);
 }
 
+static slot_tail *tail_of(const shm_store *m, slot *sl) {
+    return (slot_tail *)((uint8_t *)sl + align_up(48 + align_up(m->key_bytes, 8), 16));
+}
+
 /* The state copy of version v: state bytes / 8 words. */
 static pair *copy_at(const shm_store *m, slot *sl, uint64_t v) {
     size_t words = m->state_bytes / 8;
-    return (pair *)((uint8_t *)sl + align_up(80 + align_up(m->key_bytes, 8), 16)) + (v & 1) * words;
+    return (pair *)(tail_of(m, sl) + 1) + (v & 1) * words;
 }
 
 /* ---- the 16-byte compare-and-swap ---- */
@@ -532,8 +544,8 @@ static void finish(const shm_store *m, const spolicy *sp, slot *sl, uint64_t c, 
             fresh_at = INT64_MAX; /* not its maker's decision (see the change's version): never forgotten */
         copy_write(m, sl, VERSION(c) + 1, buf, sp->words);
         uint64_t settled = CHANGE(VERSION(c) + 1, KIND_SETTLED, 0);
-        if (cas16(&sl->change, lo, hi, (uint64_t)fresh_at, settled)) hi = settled;
-        else pair_read(&sl->change, &lo, &hi); /* settled by another, or dropped */
+        if (cas16(&tail_of(m, sl)->change, lo, hi, (uint64_t)fresh_at, settled)) hi = settled;
+        else pair_read(&tail_of(m, sl)->change, &lo, &hi); /* settled by another, or dropped */
     }
     publish(sl, c, hi);
 }
@@ -542,11 +554,11 @@ static void finish(const shm_store *m, const spolicy *sp, slot *sl, uint64_t c, 
  * (none pending, or an admission pending), then publishes it and adds the
  * key's admissions to its bucket's count: 1, or 0 when the key changed
  * meanwhile. With the buckets' locks held. */
-static int drop(bucket_header *bh, slot *sl, uint64_t c, uint64_t lo, uint64_t hi) {
+static int drop(const shm_store *m, bucket_header *bh, slot *sl, uint64_t c, uint64_t lo, uint64_t hi) {
     uint64_t d = CHANGE(VERSION(c) + 1, KIND_DROP, 0);
-    if (!cas16(&sl->change, lo, hi, 0, d)) return 0;
+    if (!cas16(&tail_of(m, sl)->change, lo, hi, 0, d)) return 0;
     publish(sl, c, d);
-    uint64_t admitted = VERSION(c) - atomic_load_explicit(&sl->born, memory_order_relaxed);
+    uint64_t admitted = VERSION(c) - atomic_load_explicit(&tail_of(m, sl)->born, memory_order_relaxed);
     atomic_store_explicit(&bh->allowed, atomic_load_explicit(&bh->allowed, memory_order_relaxed) + admitted,
                           memory_order_relaxed);
     return 1;
@@ -627,6 +639,13 @@ static int64_t decision_time(const shm_store *m, bucket_header *const bt[2], int
 #define AGAIN 3   /* internal: the key changed form (FAST no more): look again */
 #define CONVERT 4 /* internal: the key's TAT outgrew its word: convert, locked */
 
+/* Notes a key's use (for the least recently used): a write only when the
+ * time moved, so deciding leaves the line clean when it need not write. */
+static void touch(slot *sl, int64_t now_ms) {
+    if (atomic_load_explicit(&sl->last_use_ms, memory_order_relaxed) != now_ms)
+        atomic_store_explicit(&sl->last_use_ms, now_ms, memory_order_relaxed);
+}
+
 /* Decides on a FAST key (one bucket): its TAT, relative to born_ms in the
  * bucket's units (r per ms), and its control word change together in one
  * 16-byte compare-and-swap. The same arithmetic as the token bucket's
@@ -645,7 +664,7 @@ static int decide_fast(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
         int64_t now = sluice__store_time(&m->hdr->now_ms, reading_ms), nb;
         if (now < born_ms) now = born_ms;
         sluice__i128 ts = (sluice__i128)(now - born_ms) * pp->r, b = (sluice__i128)(int64_t)tat - ts;
-        atomic_store_explicit(&sl->last_use_ms, now, memory_order_relaxed);
+        touch(sl, now);
         if (sluice__gcra_core(pp, b > 0 ? (int64_t)b : 0, cost, shaper, d, &nb)) {
             if (ts + nb > INT64_MAX) return CONVERT;
             if (!cas16(&sl->head, tat, c, (uint64_t)(int64_t)(ts + nb), c + CTRL_WORD(1, 0))) continue;
@@ -667,7 +686,7 @@ static void convert(const shm_store *m, slot *sl) {
         pair_read(&sl->head, &tat, &c);
         if ((c & (LIVE | FAST)) != (LIVE | FAST)) return;
         uint64_t v = VERSION(c) + 1, words[2];
-        int64_t r = atomic_load_explicit(&sl->r, memory_order_relaxed);
+        int64_t r = atomic_load_explicit(&tail_of(m, sl)->r, memory_order_relaxed);
         sluice__i128 abs = (sluice__i128)(int64_t)tat +
                            (sluice__i128)atomic_load_explicit(&sl->born_ms, memory_order_relaxed) * r;
         memcpy(words, &abs, sizeof words); /* a bucket's state: its TAT, i128 */
@@ -675,19 +694,19 @@ static void convert(const shm_store *m, slot *sl) {
         sluice__i128 f = abs / r + (abs % r > 0); /* fresh at: ceil(TAT / r) ms */
         int64_t fresh_at = f > INT64_MAX ? INT64_MAX : f < INT64_MIN ? INT64_MIN : (int64_t)f;
         STEP(5);
-        do pair_read(&sl->change, &lo, &hi);
-        while (!cas16(&sl->change, lo, hi, (uint64_t)fresh_at, CHANGE(v, KIND_SETTLED, 0)));
-        uint64_t born = atomic_load_explicit(&sl->born, memory_order_relaxed);
-        atomic_store_explicit(&sl->born, born + 1, memory_order_relaxed); /* this version is no admission */
+        do pair_read(&tail_of(m, sl)->change, &lo, &hi);
+        while (!cas16(&tail_of(m, sl)->change, lo, hi, (uint64_t)fresh_at, CHANGE(v, KIND_SETTLED, 0)));
+        uint64_t born = atomic_load_explicit(&tail_of(m, sl)->born, memory_order_relaxed);
+        atomic_store_explicit(&tail_of(m, sl)->born, born + 1, memory_order_relaxed); /* this version is no admission */
         if (cas16(&sl->head, tat, c, 0, CTRL_WORD(v, LIVE))) return;
-        atomic_store_explicit(&sl->born, born, memory_order_relaxed);
+        atomic_store_explicit(&tail_of(m, sl)->born, born, memory_order_relaxed);
     }
 }
 
 /* Drops the FAST key {tat, c} (as drop() does the others'). */
-static int drop_fast(bucket_header *bh, slot *sl, uint64_t tat, uint64_t c) {
+static int drop_fast(const shm_store *m, bucket_header *bh, slot *sl, uint64_t tat, uint64_t c) {
     if (!cas16(&sl->head, tat, c, tat, CTRL_WORD(VERSION(c) + 1, 0))) return 0;
-    uint64_t admitted = VERSION(c) - atomic_load_explicit(&sl->born, memory_order_relaxed);
+    uint64_t admitted = VERSION(c) - atomic_load_explicit(&tail_of(m, sl)->born, memory_order_relaxed);
     atomic_store_explicit(&bh->allowed, atomic_load_explicit(&bh->allowed, memory_order_relaxed) + admitted,
                           memory_order_relaxed);
     return 1;
@@ -707,7 +726,7 @@ static int decide_held(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
             return rc;
         }
         uint64_t v = VERSION(c);
-        pair_read(&sl->change, &lo, &hi);
+        pair_read(&tail_of(m, sl)->change, &lo, &hi);
         if (CHANGE_VERSION(hi) == (uint32_t)(v + 1)) { /* another's change: finish it first */
             finish(m, sp, sl, c, lo, hi, buf);
             continue;
@@ -721,18 +740,18 @@ static int decide_held(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
         int64_t fresh_at = INT64_MIN;
         int rc = decide_words(sp, buf, now, cost, d, &fresh_at);
         if (rc) return rc;
-        atomic_store_explicit(&sl->last_use_ms, now, memory_order_relaxed);
+        touch(sl, now);
         if (d->allowed) {
             uint64_t at = (uint64_t)(now - SLUICE_TIME_MIN_MS), mine = CHANGE(v + 1, KIND_ADMIT, cost);
-            if (!cas16(&sl->change, lo, hi, at, mine)) continue; /* another change came first */
+            if (!cas16(&tail_of(m, sl)->change, lo, hi, at, mine)) continue; /* another change came first */
             /* the admission is decided: write it, say so, publish (a drop
              * that replaced it meanwhile counts as coming after it) */
             STEP(1);
             copy_write(m, sl, v + 1, buf, sp->words);
             STEP(2);
             uint64_t settled = CHANGE(v + 1, KIND_SETTLED, 0);
-            if (cas16(&sl->change, at, mine, (uint64_t)fresh_at, settled)) hi = settled;
-            else pair_read(&sl->change, &lo, &hi);
+            if (cas16(&tail_of(m, sl)->change, at, mine, (uint64_t)fresh_at, settled)) hi = settled;
+            else pair_read(&tail_of(m, sl)->change, &lo, &hi);
             STEP(3);
             publish(sl, c, hi);
             sluice__store_time_raise(&m->hdr->now_ms, now);
@@ -765,10 +784,10 @@ again:;
                 pair_read(&sl->head, &lo, &c);
                 if ((c & (LIVE | FAST)) != (LIVE | FAST)) goto again;
                 int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed);
-                int64_t r = atomic_load_explicit(&sl->r, memory_order_relaxed);
+                int64_t r = atomic_load_explicit(&tail_of(m, sl)->r, memory_order_relaxed);
                 if ((sluice__i128)(int64_t)lo <= (sluice__i128)(now_ms - born_ms) * r) { /* fresh */
                     bucket_time_raise(bhs[b], now_ms);
-                    if (!drop_fast(bhs[b], sl, lo, c)) goto again;
+                    if (!drop_fast(m, bhs[b], sl, lo, c)) goto again;
                     bump(&bhs[b]->forgotten);
                     *home = bhs[b], *at = i;
                     return sl;
@@ -776,7 +795,7 @@ again:;
                 hi = 0;
                 goto lru;
             }
-            pair_read(&sl->change, &lo, &hi);
+            pair_read(&tail_of(m, sl)->change, &lo, &hi);
             int pending = CHANGE_VERSION(hi) == (uint32_t)(VERSION(c) + 1);
             if (pending && CHANGE_KIND(hi) != KIND_ADMIT) {
                 publish(sl, c, hi);
@@ -786,7 +805,7 @@ again:;
                 if (CHANGE_VERSION(hi) != (uint32_t)VERSION(c) || CHANGE_KIND(hi) != KIND_SETTLED) goto again;
                 if ((int64_t)lo <= now_ms) { /* settled: lo is when it is fresh */
                     bucket_time_raise(bhs[b], now_ms); /* its key's decisions: never earlier */
-                    if (!drop(bhs[b], sl, c, lo, hi)) goto again;
+                    if (!drop(m, bhs[b], sl, c, lo, hi)) goto again;
                     bump(&bhs[b]->forgotten);
                     *home = bhs[b], *at = i;
                     return sl;
@@ -805,7 +824,8 @@ again:;
         return NULL;
     }
     bucket_time_raise(*home, now_ms);
-    if (lru_c & FAST ? !drop_fast(*home, lru, lru_lo, lru_c) : !drop(*home, lru, lru_c, lru_lo, lru_hi)) goto again;
+    if (lru_c & FAST ? !drop_fast(m, *home, lru, lru_lo, lru_c) : !drop(m, *home, lru, lru_c, lru_lo, lru_hi))
+        goto again;
     bump(&(*home)->evicted);
     return lru;
 }
@@ -829,7 +849,7 @@ static slot *add_key(shm_store *m, const spolicy *sp, bucket_header *const bt[2]
     atomic_store_explicit(CTRL(sl), CTRL_WORD(v, 0), memory_order_release);
     atomic_store_explicit(&sl->fp, sp->fp, memory_order_relaxed);
     atomic_store_explicit(&sl->key_len, (uint32_t)len, memory_order_relaxed);
-    atomic_store_explicit(&sl->born, v, memory_order_relaxed);
+    atomic_store_explicit(&tail_of(m, sl)->born, v, memory_order_relaxed);
     atomic_store_explicit(&sl->born_ms, now_ms, memory_order_relaxed);
     for (size_t k = 0; k < (len + 7) / 8; k++) atomic_store_explicit(&sl->key[k], kw[k], memory_order_relaxed);
     atomic_store_explicit(&sl->last_use_ms, now_ms, memory_order_relaxed);
@@ -838,7 +858,7 @@ static slot *add_key(shm_store *m, const spolicy *sp, bucket_header *const bt[2]
     atomic_store_explicit(tw, t | (uint64_t)tag << (i % 8 * 8), memory_order_relaxed);
     uint64_t lo, hi; /* (a late CAS of an earlier key here meets other values) */
     if (sp->fast) { /* one word: a TAT that is fresh at any reading */
-        atomic_store_explicit(&sl->r, sp->policy.params[0].r, memory_order_relaxed);
+        atomic_store_explicit(&tail_of(m, sl)->r, sp->policy.params[0].r, memory_order_relaxed);
         STEP(4);
         do pair_read(&sl->head, &lo, &hi);
         while (!cas16(&sl->head, lo, hi, (uint64_t)INT64_MIN, CTRL_WORD(v, FAST | LIVE)));
@@ -847,8 +867,8 @@ static slot *add_key(shm_store *m, const spolicy *sp, bucket_header *const bt[2]
     fresh_states(sp, (uint8_t *)buf);
     copy_write(m, sl, v, buf, sp->words);
     STEP(4);
-    do pair_read(&sl->change, &lo, &hi); /* settled at v, fresh */
-    while (!cas16(&sl->change, lo, hi, (uint64_t)INT64_MIN, CHANGE(v, KIND_SETTLED, 0)));
+    do pair_read(&tail_of(m, sl)->change, &lo, &hi); /* settled at v, fresh */
+    while (!cas16(&tail_of(m, sl)->change, lo, hi, (uint64_t)INT64_MIN, CHANGE(v, KIND_SETTLED, 0)));
     atomic_store_explicit(CTRL(sl), CTRL_WORD(v, LIVE), memory_order_release);
     return sl;
 }
@@ -920,7 +940,7 @@ static void shm_stats(sluice_store *s, sluice_stats *out) {
             uint64_t c = atomic_load_explicit(CTRL(sl), memory_order_acquire);
             if (!(c & LIVE)) continue;
             out->keys++;
-            out->allowed += (int64_t)(VERSION(c) - atomic_load_explicit(&sl->born, memory_order_relaxed));
+            out->allowed += (int64_t)(VERSION(c) - atomic_load_explicit(&tail_of(m, sl)->born, memory_order_relaxed));
         }
         out->allowed += (int64_t)atomic_load_explicit(&bh->allowed, memory_order_relaxed);
         out->denied += (int64_t)atomic_load_explicit(&bh->denied, memory_order_relaxed);
@@ -949,7 +969,7 @@ static void read_boot_id(char out[40]) {
 static void geometry(shm_store *m, uint64_t max_keys) {
     m->spb = max_keys <= 64 ? (uint32_t)max_keys : BUCKET_SLOTS;
     m->buckets = (max_keys + m->spb - 1) / m->spb;
-    m->slot_bytes = align_up(align_up(80 + align_up(m->key_bytes, 8), 16) + 4 * m->state_bytes, 64);
+    m->slot_bytes = align_up(align_up(48 + align_up(m->key_bytes, 8), 16) + 32 + 4 * m->state_bytes, 64);
     m->bucket_header_bytes = align_up(128 + align_up(m->spb, 8), 64);
     m->bucket_bytes = m->bucket_header_bytes + m->spb * m->slot_bytes;
     m->map_bytes = HEADER_BYTES + (size_t)m->buckets * m->bucket_bytes;
