@@ -387,9 +387,10 @@ extern const sluice__store_ops sluice__memory_store;
 void sluice__memory_store_collide(sluice_store *s);
 /* Test hook (shm.c): when set, called at each step of a lock-free
  * admission (1: its change installed, 2: its new state written, 3: the
- * change settled, before the key's version moves on) and of adding a key
- * (4: its state written, before it is live), so that a test can stop or
- * kill the process there. NULL in real use. */
+ * change settled, before the key's version moves on), of adding a key
+ * (4: its state written, before it is live) and of moving a FAST key to
+ * the general form (5: its state written, before the switch), so that a
+ * test can stop or kill the process there. NULL in real use. */
 extern void (*sluice__shm_step_hook)(int step);
 /* Test hook: whether s holds state for (p, key) now. */
 int sluice__memory_store_holds(sluice_store *s, const sluice_policy *p, const void *key, size_t len);

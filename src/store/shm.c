@@ -70,10 +70,10 @@
  * with one 16-byte compare-and-swap, (3) writes the new state into the
  * other copy, each word with a 16-byte compare-and-swap that only raises a
  * word's version, and (4) marks the change settled (with the time the new
- * state is fresh again) and moves the control word to v + 1. The new state depends only on the old one and the change, so
- * any process that meets an installed change finishes it (writing the same
- * values) instead of waiting: a process stopped or killed at any step
- * blocks nobody. A word's version only grows, so a process that wakes up
+ * state is fresh again) and moves the control word to v + 1. The new
+ * state depends only on the old one and the change, so any process that
+ * meets an installed change finishes it (writing the same values) instead
+ * of waiting: a process stopped or killed at any step blocks nobody. A word's version only grows, so a process that wakes up
  * late cannot write over a newer state; a reader takes a copy only when
  * every word it read carries the version of the control word. Dropping a
  * key is a change too (kind 3), so it cannot overtake an admission: a
@@ -187,7 +187,6 @@ typedef struct {
     _Atomic int64_t r; /* a FAST key's bucket: units per ms */
 } slot_tail;
 
-/* A state copy's word: lo its value, hi its version. */
 #define LIVE 1u
 #define FAST 2u /* the key's state is one word, head.lo (see the top) */
 #define VERSION(c) ((c) >> 2)
@@ -247,7 +246,8 @@ static slot_tail *tail_of(const shm_store *m, slot *sl) {
     return (slot_tail *)((uint8_t *)sl + align_up(48 + align_up(m->key_bytes, 8), 16));
 }
 
-/* The state copy of version v: state bytes / 8 words. */
+/* The state copy of version v: state bytes / 8 words, each a pair of lo
+ * its value, hi its version. */
 static pair *copy_at(const shm_store *m, slot *sl, uint64_t v) {
     size_t words = m->state_bytes / 8;
     return (pair *)(tail_of(m, sl) + 1) + (v & 1) * words;
