@@ -20,8 +20,10 @@
  *                opened the store before fork().
  *  lock-free     a process stopped (SIGSTOP) at each step of an admission
  *                blocks nobody, and its late writes change nothing when it
- *                goes on; a table far too small for its keys, with workers
- *                stopped and killed at random, gives only sane decisions.
+ *                goes on; one killed while adding a key, or while moving a
+ *                one-bucket key to the general form, leaves it whole; a
+ *                table far too small for its keys, with workers stopped and
+ *                killed at random, gives only sane decisions.
  *  bad input     other layout version, truncated, not ours, zero-prefixed,
  *                damaged geometry, other owner, world-writable: SLUICE_EINVAL
  *                naming the problem, no crash (opened in a child), the file
