@@ -399,7 +399,9 @@ typedef struct sluice_stats {
     int64_t keys;      /* keys held now (Redis: DBSIZE, every name)        */
     int64_t capacity;  /* keys it can hold: max_keys (shm: rounded up to
                           whole buckets); -1 for Redis (its maxmemory)   */
-    int64_t allowed;   /* decisions that admitted                          */
+    int64_t allowed;   /* decisions that admitted (shm: admissions that
+                          took effect; one that an eviction overtook, or
+                          whose process died before installing it, not)  */
     int64_t denied;    /* decisions that denied                            */
     int64_t forgotten; /* fresh keys dropped, losslessly                   */
     int64_t evicted;   /* keys that were not fresh, evicted by force       */
