@@ -1732,6 +1732,27 @@ static void die_here(int step) {
     if (step == stop_at_step) raise(SIGKILL);
 }
 
+/* In a child: one decision on key k of policy (name, spec) at now_ms,
+ * SIGKILLed at the given step of the shm store (sluice__shm_step_hook).
+ * Returns whether it died there. */
+static int killed_at_step(const char *url, const char *name, const char *spec, const char *k, int64_t now_ms,
+                          int step) {
+    fflush(NULL);
+    pid_t a = fork();
+    if (a < 0) return 0;
+    if (a == 0) {
+        sluice_store *sa = open_url(url);
+        sluice_policy *pa = policy(name, spec);
+        stop_at_step = step;
+        sluice__shm_step_hook = die_here;
+        sluice_decision d;
+        if (sa && pa) sluice_store_acquire_at(sa, pa, k, strlen(k), 1, now_ms, &d);
+        _exit(0);
+    }
+    int status = 0;
+    return waitpid(a, &status, 0) == a && WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL;
+}
+
 /* BUG: a process killed while adding a key, its state written but the key
  * not yet live, left that state's words marked with the version the next
  * key added there then took as well: the next key (of another policy)
@@ -1744,21 +1765,8 @@ TEST(killed_while_adding_a_key_leaves_no_state_behind) {
     sluice_store *s = open_url(url);
     sluice_policy *p = policy("added", log_spec);
     REQUIRE(s && p);
-    fflush(NULL);
-    pid_t a = fork();
-    REQUIRE(a >= 0);
-    if (a == 0) { /* adds a key of another policy to the first free slot, killed at step 4 */
-        sluice_store *sa = open_url(url);
-        sluice_policy *pa = policy("other", "fixed-window limit=5 window=1h");
-        stop_at_step = 4;
-        sluice__shm_step_hook = die_here;
-        sluice_decision d;
-        if (sa && pa) sluice_store_acquire_at(sa, pa, "x", 1, 1, 1000, &d);
-        _exit(0);
-    }
-    int status = 0;
-    REQUIRE(waitpid(a, &status, 0) == a);
-    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    /* a key of another policy, added to the first free slot */
+    CHECK(killed_at_step(url, "other", "fixed-window limit=5 window=1h", "x", 1000, 4));
     alarm(10); /* its bucket lock is taken over */
     sluice_decision d;
     for (int i = 1; i <= 3; i++) {
@@ -1792,20 +1800,7 @@ TEST(killed_while_converting_a_key_loses_nothing) {
         CHECK(same(&d, &e));
     }
     int64_t later = 1000 + (INT64_C(1) << 34);
-    fflush(NULL);
-    pid_t a = fork();
-    REQUIRE(a >= 0);
-    if (a == 0) {
-        sluice_store *sa = open_url(url);
-        sluice_policy *pa = policy("conv", spec);
-        stop_at_step = 5;
-        sluice__shm_step_hook = die_here;
-        if (sa && pa) sluice_store_acquire_at(sa, pa, "k", 1, 1, later, &d);
-        _exit(0);
-    }
-    int status = 0;
-    REQUIRE(waitpid(a, &status, 0) == a);
-    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL); /* it was converting */
+    CHECK(killed_at_step(url, "conv", spec, "k", later, 5)); /* it was converting */
     alarm(10);
     for (int i = 0; i < 4; i++) {
         CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 2, later + i, &d), 0);
