@@ -300,6 +300,14 @@ static void pair_read(pair *p, uint64_t *lo, uint64_t *hi) {
     }
 }
 
+/* Stores {lo, hi} whole where nobody else writes p now (a late CAS of an
+ * older value may still come: it fails, meeting another value). */
+static void pair_set(pair *p, uint64_t lo, uint64_t hi) {
+    uint64_t old_lo, old_hi;
+    do pair_read(p, &old_lo, &old_hi);
+    while (!cas16(p, old_lo, old_hi, lo, hi));
+}
+
 /* ---- the bucket lock: a pid, taken over from a dead owner ---- */
 
 /* A process as a lock word: (start time << 32) | pid, the start time being
@@ -554,13 +562,24 @@ static void finish(const shm_store *m, const spolicy *sp, slot *sl, uint64_t c, 
  * (none pending, or an admission pending), then publishes it and adds the
  * key's admissions to its bucket's count: 1, or 0 when the key changed
  * meanwhile. With the buckets' locks held. */
+/* The admissions of the key held at control word c: its version's count
+ * since it was added. */
+static uint64_t admissions(const shm_store *m, slot *sl, uint64_t c) {
+    return VERSION(c) - atomic_load_explicit(&tail_of(m, sl)->born, memory_order_relaxed);
+}
+
+/* A key dropped at control word c: its admissions go to its bucket's
+ * count (under the bucket's lock). */
+static void count_dropped(const shm_store *m, bucket_header *bh, slot *sl, uint64_t c) {
+    atomic_store_explicit(&bh->allowed, atomic_load_explicit(&bh->allowed, memory_order_relaxed) +
+                                            admissions(m, sl, c), memory_order_relaxed);
+}
+
 static int drop(const shm_store *m, bucket_header *bh, slot *sl, uint64_t c, uint64_t lo, uint64_t hi) {
     uint64_t d = CHANGE(VERSION(c) + 1, KIND_DROP, 0);
     if (!cas16(&tail_of(m, sl)->change, lo, hi, 0, d)) return 0;
     publish(sl, c, d);
-    uint64_t admitted = VERSION(c) - atomic_load_explicit(&tail_of(m, sl)->born, memory_order_relaxed);
-    atomic_store_explicit(&bh->allowed, atomic_load_explicit(&bh->allowed, memory_order_relaxed) + admitted,
-                          memory_order_relaxed);
+    count_dropped(m, bh, sl, c);
     return 1;
 }
 
@@ -682,7 +701,7 @@ static int decide_fast(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
  * the key is still FAST and whole: the last compare-and-swap switches. */
 static void convert(const shm_store *m, slot *sl) {
     for (;;) {
-        uint64_t tat, c, lo, hi;
+        uint64_t tat, c;
         pair_read(&sl->head, &tat, &c);
         if ((c & (LIVE | FAST)) != (LIVE | FAST)) return;
         uint64_t v = VERSION(c) + 1, words[2];
@@ -694,8 +713,7 @@ static void convert(const shm_store *m, slot *sl) {
         sluice__i128 f = abs / r + (abs % r > 0); /* fresh at: ceil(TAT / r) ms */
         int64_t fresh_at = f > INT64_MAX ? INT64_MAX : f < INT64_MIN ? INT64_MIN : (int64_t)f;
         STEP(5);
-        do pair_read(&tail_of(m, sl)->change, &lo, &hi);
-        while (!cas16(&tail_of(m, sl)->change, lo, hi, (uint64_t)fresh_at, CHANGE(v, KIND_SETTLED, 0)));
+        pair_set(&tail_of(m, sl)->change, (uint64_t)fresh_at, CHANGE(v, KIND_SETTLED, 0));
         uint64_t born = atomic_load_explicit(&tail_of(m, sl)->born, memory_order_relaxed);
         atomic_store_explicit(&tail_of(m, sl)->born, born + 1, memory_order_relaxed); /* this version is no admission */
         if (cas16(&sl->head, tat, c, 0, CTRL_WORD(v, LIVE))) return;
@@ -706,9 +724,7 @@ static void convert(const shm_store *m, slot *sl) {
 /* Drops the FAST key {tat, c} (as drop() does the others'). */
 static int drop_fast(const shm_store *m, bucket_header *bh, slot *sl, uint64_t tat, uint64_t c) {
     if (!cas16(&sl->head, tat, c, tat, CTRL_WORD(VERSION(c) + 1, 0))) return 0;
-    uint64_t admitted = VERSION(c) - atomic_load_explicit(&tail_of(m, sl)->born, memory_order_relaxed);
-    atomic_store_explicit(&bh->allowed, atomic_load_explicit(&bh->allowed, memory_order_relaxed) + admitted,
-                          memory_order_relaxed);
+    count_dropped(m, bh, sl, c);
     return 1;
 }
 
@@ -856,19 +872,16 @@ static slot *add_key(shm_store *m, const spolicy *sp, bucket_header *const bt[2]
     _Atomic uint64_t *tw = &(*home)->tags[i / 8]; /* written under the lock: no other writer */
     uint64_t t = atomic_load_explicit(tw, memory_order_relaxed) & ~(UINT64_C(0xff) << (i % 8 * 8));
     atomic_store_explicit(tw, t | (uint64_t)tag << (i % 8 * 8), memory_order_relaxed);
-    uint64_t lo, hi; /* (a late CAS of an earlier key here meets other values) */
     if (sp->fast) { /* one word: a TAT that is fresh at any reading */
         atomic_store_explicit(&tail_of(m, sl)->r, sp->policy.params[0].r, memory_order_relaxed);
         STEP(4);
-        do pair_read(&sl->head, &lo, &hi);
-        while (!cas16(&sl->head, lo, hi, (uint64_t)INT64_MIN, CTRL_WORD(v, FAST | LIVE)));
+        pair_set(&sl->head, (uint64_t)INT64_MIN, CTRL_WORD(v, FAST | LIVE));
         return sl;
     }
     fresh_states(sp, (uint8_t *)buf);
     copy_write(m, sl, v, buf, sp->words);
     STEP(4);
-    do pair_read(&tail_of(m, sl)->change, &lo, &hi); /* settled at v, fresh */
-    while (!cas16(&tail_of(m, sl)->change, lo, hi, (uint64_t)INT64_MIN, CHANGE(v, KIND_SETTLED, 0)));
+    pair_set(&tail_of(m, sl)->change, (uint64_t)INT64_MIN, CHANGE(v, KIND_SETTLED, 0)); /* settled at v, fresh */
     atomic_store_explicit(CTRL(sl), CTRL_WORD(v, LIVE), memory_order_release);
     return sl;
 }
@@ -940,7 +953,7 @@ static void shm_stats(sluice_store *s, sluice_stats *out) {
             uint64_t c = atomic_load_explicit(CTRL(sl), memory_order_acquire);
             if (!(c & LIVE)) continue;
             out->keys++;
-            out->allowed += (int64_t)(VERSION(c) - atomic_load_explicit(&tail_of(m, sl)->born, memory_order_relaxed));
+            out->allowed += (int64_t)admissions(m, sl, c);
         }
         out->allowed += (int64_t)atomic_load_explicit(&bh->allowed, memory_order_relaxed);
         out->denied += (int64_t)atomic_load_explicit(&bh->denied, memory_order_relaxed);
