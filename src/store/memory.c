@@ -234,26 +234,12 @@ static void slot_set(shard *sh, uint32_t i, uint32_t v) {
     atomic_store_explicit(&sh->index[i], v, memory_order_release);
 }
 
-/* The key's entry, with the shard's lock held (exact). */
-static entry *find(shard *sh, uint64_t h, unsigned pid, const key_ref *k) {
-    uint32_t tag = TAG(h);
-    for (uint32_t i = (uint32_t)h & sh->mask;; i = (i + 1) & sh->mask) {
-        uint32_t v = slot_at(sh, i);
-        if (v == 0) return NULL;
-        if ((v >> 24) != tag) continue;
-        entry *e = &sh->entries[SLOT_ENTRY(v)];
-        entry_lock(e);
-        int mine = holds_key(e, h, pid, k);
-        entry_unlock(e);
-        if (mine) return e;
-    }
-}
-
-/* The key's entry, locked, found without the shard's lock; NULL when not
- * seen (absent, or moved by a removal meanwhile: the caller then looks
- * again under the shard's lock). An entry is checked under its own lock,
- * so one freed or reused meanwhile is never taken for the key. */
-static entry *find_fast(shard *sh, uint64_t h, unsigned pid, const key_ref *k) {
+/* The key's entry, locked; NULL when not seen. Without the shard's lock
+ * it may miss a key moved by a removal meanwhile (the caller then looks
+ * again under the shard's lock, where the answer is exact). An entry is
+ * checked under its own lock, so one freed or reused meanwhile is never
+ * taken for the key. */
+static entry *find_locked(shard *sh, uint64_t h, unsigned pid, const key_ref *k) {
     uint32_t tag = TAG(h);
     for (uint32_t i = (uint32_t)h & sh->mask;; i = (i + 1) & sh->mask) {
         uint32_t v = slot_at(sh, i);
@@ -458,14 +444,13 @@ static int mem_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     int is_new = 0, shard_held = 0;
     key_ref k;
     key_ref_init(&k, key, len);
-    entry *e = find_fast(sh, h, pid, &k);
+    entry *e = find_locked(sh, h, pid, &k);
     if (!e) {
         sluice__lock_take(&sh->lock);
         shard_held = 1;
         if (now_ms < sh->now_ms) now_ms = sh->now_ms; /* never before a forgetting */
-        e = find(sh, h, pid, &k);
+        e = find_locked(sh, h, pid, &k);
         if (e) {
-            entry_lock(e);
             sluice__lock_give(&sh->lock);
             shard_held = 0;
         } else if ((rc = insert(m, sh, r, h, pid, key, len, now_ms, &e)) != 0) {
@@ -608,9 +593,10 @@ int sluice__memory_store_holds(sluice_store *s, const sluice_policy *p, const vo
     sluice__lock_take(&sh->lock);
     key_ref k;
     key_ref_init(&k, key, len);
-    int held = find(sh, h, pid, &k) != NULL;
+    entry *e = find_locked(sh, h, pid, &k);
+    if (e) entry_unlock(e);
     sluice__lock_give(&sh->lock);
-    return held;
+    return e != NULL;
 }
 
 const sluice__store_ops sluice__memory_store = {
