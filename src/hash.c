@@ -95,11 +95,9 @@ int sluice__aeshash_available(void) {
     return __builtin_cpu_supports("aes");
 }
 
-__attribute__((target("aes"))) uint64_t sluice__aeshash16(const uint64_t key[8], uint64_t tweak, const void *data,
-                                                         size_t len) {
-    uint8_t block[16] = {0};
-    memcpy(block, data, len);
-    __m128i x = _mm_loadu_si128((const __m128i *)(const void *)block);
+__attribute__((target("aes"))) uint64_t sluice__aeshash16_words(const uint64_t key[8], uint64_t tweak,
+                                                               uint64_t w0, uint64_t w1, size_t len) {
+    __m128i x = _mm_set_epi64x((long long)w1, (long long)w0);
     x = _mm_xor_si128(x, _mm_xor_si128(_mm_loadu_si128((const __m128i *)(const void *)key),
                                        _mm_cvtsi64_si128((long long)(tweak << 8 | len))));
     x = _mm_aesenc_si128(x, _mm_loadu_si128((const __m128i *)(const void *)(key + 2)));
@@ -112,8 +110,14 @@ int sluice__aeshash_available(void) {
     return 0;
 }
 
-uint64_t sluice__aeshash16(const uint64_t key[8], uint64_t tweak, const void *data, size_t len) {
-    (void)tweak, (void)data, (void)len;
+uint64_t sluice__aeshash16_words(const uint64_t key[8], uint64_t tweak, uint64_t w0, uint64_t w1, size_t len) {
+    (void)tweak, (void)w0, (void)w1, (void)len;
     return key[0]; /* never called: sluice__aeshash_available() is 0 */
 }
 #endif
+
+uint64_t sluice__aeshash16(const uint64_t key[8], uint64_t tweak, const void *data, size_t len) {
+    uint64_t w[2];
+    sluice__key_words(data, len, w);
+    return sluice__aeshash16_words(key, tweak, w[0], w[1], len);
+}

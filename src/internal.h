@@ -12,6 +12,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef __int128 sluice__i128;
 
@@ -333,10 +334,23 @@ typedef struct {
     int (*init)(void *item, void *ctx);
     void *ctx;
 } sluice__policy_set;
-/* The id of p in set (registering it). Errors: SLUICE_EFULL (too many
- * policies), SLUICE_ENOMEM, or init's error; messages via store s. */
-SLUICE__SHARED int sluice__policy_set_id(sluice__policy_set *set, const sluice_store *s,
-                                         const sluice_policy *p, unsigned *id);
+/* The id of p in set, registering it when new (sluice__policy_set_id).
+ * Errors: SLUICE_EFULL (too many policies), SLUICE_ENOMEM, or init's error;
+ * messages via store s. */
+SLUICE__SHARED int sluice__policy_set_add(sluice__policy_set *set, const sluice_store *s,
+                                          const sluice_policy *p, unsigned *id);
+/* The same, inline: a policy object met before is found without a call. */
+static inline int sluice__policy_set_id(sluice__policy_set *set, const sluice_store *s,
+                                        const sluice_policy *p, unsigned *id) {
+    unsigned n = atomic_load_explicit(&set->n_known, memory_order_acquire);
+    for (unsigned i = 0; i < n; i++) {
+        if (atomic_load_explicit(&set->known[i].serial, memory_order_relaxed) == p->serial) {
+            *id = set->known[i].id;
+            return 0;
+        }
+    }
+    return sluice__policy_set_add(set, s, p, id);
+}
 SLUICE__SHARED void sluice__policy_set_free(sluice__policy_set *set);
 /* Item id (an id sluice__policy_set_id gave: no lock needed). */
 static inline void *sluice__policy_item(const sluice__policy_set *set, unsigned id) {
@@ -405,6 +419,40 @@ SLUICE__SHARED uint64_t sluice__siphash24(const uint64_t key[2], const void *dat
  * words (four 128-bit round keys); tweak < 2^56 tells uses apart. */
 int sluice__aeshash_available(void);
 uint64_t sluice__aeshash16(const uint64_t key[8], uint64_t tweak, const void *data, size_t len);
+/* The same of a key already in words (sluice__key_words), passed in
+ * registers: no copy, and no load of words just stored. */
+uint64_t sluice__aeshash16_words(const uint64_t key[8], uint64_t tweak, uint64_t w0, uint64_t w1, size_t len);
+
+/* A key of 1..16 bytes zero-padded to 16, as the two words a memcpy into a
+ * zeroed 16-byte block gives (w[0]: bytes 0..7), read with a few loads of
+ * the key's own bytes: no call to memcpy, and no store that a 16-byte load
+ * of the block would then wait for. */
+static inline void sluice__key_words(const void *key, size_t len, uint64_t w[2]) {
+    const uint8_t *k = key;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    uint64_t lo = 0, hi = 0;
+    if (len >= 8) {
+        memcpy(&lo, k, 8);
+        if (len > 8) { /* bytes 8..len-1: the top of the last 8 bytes */
+            memcpy(&hi, k + len - 8, 8);
+            hi >>= 8 * (16 - len);
+        }
+    } else if (len >= 4) { /* two overlapping 4-byte reads */
+        uint32_t a, b;
+        memcpy(&a, k, 4);
+        memcpy(&b, k + len - 4, 4);
+        lo = a | (uint64_t)b << 8 * (len - 4);
+    } else if (len > 0) { /* bytes 0, len/2 and len-1 cover all of 1..3 */
+        lo = k[0] | (uint64_t)k[len / 2] << 8 * (len / 2) | (uint64_t)k[len - 1] << 8 * (len - 1);
+    }
+    w[0] = lo;
+    w[1] = hi;
+#else
+    uint8_t block[16] = {0};
+    memcpy(block, k, len);
+    memcpy(w, block, 16);
+#endif
+}
 
 /* ---- "error.c" ---- */
 /* snprintf into err (when err && errlen), like a message channel. */

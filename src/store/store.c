@@ -235,9 +235,17 @@ int sluice_store_open(const char *url, const sluice_store_options *opts, sluice_
     return sluice_store_open_err(url, opts, out, NULL, 0);
 }
 
-/* The checks every store's decision starts with; 0 or the error. */
-static int check_request(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
-                         int64_t cost, int64_t now_ms) {
+/* The checks every store's decision starts with; 0 or the error, with its
+ * message. request_ok() is the same test, inline and without the message. */
+static inline int request_ok(const sluice_policy *p, const void *key, size_t key_len, int64_t cost,
+                             int64_t now_ms) {
+    return p && key && key_len - 1 < SLUICE_KEY_MAX && sluice__time_ok(now_ms) && cost >= 1 &&
+           cost <= p->max_cost;
+}
+
+static __attribute__((noinline, cold)) int check_request(sluice_store *s, const sluice_policy *p,
+                                                         const void *key, size_t key_len,
+                                                         int64_t cost, int64_t now_ms) {
     if (!p || !key) {
         sluice__store_errf(s, "%s is NULL", !p ? "policy" : "key");
         return SLUICE_EINVAL;
@@ -265,8 +273,9 @@ int sluice_store_acquire_at(sluice_store *s, const sluice_policy *p, const void 
         sluice__store_errf(s, "decision is NULL");
         return SLUICE_EINVAL;
     }
-    int rc = check_request(s, p, key, key_len, cost, now_ms);
-    return rc ? rc : s->ops->acquire_at(s, p, key, key_len, cost, now_ms, out);
+    if (__builtin_expect(!request_ok(p, key, key_len, cost, now_ms), 0))
+        return check_request(s, p, key, key_len, cost, now_ms);
+    return s->ops->acquire_at(s, p, key, key_len, cost, now_ms, out);
 }
 
 typedef struct {
@@ -295,7 +304,10 @@ int sluice_store_acquire_many(sluice_store *s, const sluice_request *reqs, size_
     int64_t now_ms = sluice_clock_now_ms(s->clock);
     int any = 0;
     for (size_t i = 0; i < n; i++) {
-        results[i] = check_request(s, reqs[i].policy, reqs[i].key, reqs[i].key_len, reqs[i].cost, now_ms);
+        const sluice_request *r = &reqs[i];
+        results[i] = request_ok(r->policy, r->key, r->key_len, r->cost, now_ms)
+                         ? 0
+                         : check_request(s, r->policy, r->key, r->key_len, r->cost, now_ms);
         any |= results[i] == 0;
     }
     if (!any) return 0;
@@ -323,15 +335,8 @@ static int same_policy(const sluice_policy *a, const sluice_policy *b) {
     return 1;
 }
 
-int sluice__policy_set_id(sluice__policy_set *set, const sluice_store *s, const sluice_policy *p,
-                          unsigned *id) {
-    unsigned n = atomic_load_explicit(&set->n_known, memory_order_acquire);
-    for (unsigned i = 0; i < n; i++) {
-        if (atomic_load_explicit(&set->known[i].serial, memory_order_relaxed) == p->serial) {
-            *id = set->known[i].id;
-            return 0;
-        }
-    }
+int sluice__policy_set_add(sluice__policy_set *set, const sluice_store *s, const sluice_policy *p,
+                           unsigned *id) {
     int rc = 0;
     sluice__lock_take(&set->lock);
     unsigned i;
