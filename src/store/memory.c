@@ -132,12 +132,16 @@ static void count_decision(memory_store *m, const sluice_decision *d) {
 /* ---- an entry's lock: held for one decision, or while the table's shape
  * changes around the entry (always taken after the shard's lock) ---- */
 
-static void entry_lock(entry *e) {
+static __attribute__((noinline)) void entry_lock_slow(entry *e) {
     for (unsigned spins = 0; atomic_exchange_explicit(&e->busy, 1, memory_order_acquire); spins++) {
         while (atomic_load_explicit(&e->busy, memory_order_relaxed)) {
             if (++spins > 64) sched_yield();
         }
     }
+}
+
+static inline void entry_lock(entry *e) {
+    if (atomic_exchange_explicit(&e->busy, 1, memory_order_acquire)) entry_lock_slow(e);
 }
 
 static void entry_unlock(entry *e) {

@@ -127,6 +127,9 @@
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm needs lock-free 64-bit atomics");
 
@@ -604,23 +607,57 @@ static int is_live(slot *sl) {
     return (atomic_load_explicit(CTRL(sl), memory_order_acquire) & LIVE) != 0;
 }
 
-/* The key's slot in bucket bh, or NULL. Without a lock. */
-static slot *find_in(const shm_store *m, bucket_header *bh, uint8_t tag, uint64_t fp, const uint64_t *kw,
-                     size_t len) {
-    /* the tags first, 8 at a time: a byte of a word is the tag when the
-     * word ^ tag repeated has a zero byte there */
+/* The slots of bh whose tag is tag, as a bit mask (bit i: slot i). The
+ * tags 8 at a time: a byte of a word is the tag when the word ^ tag
+ * repeated has a zero byte there; the bytes' top bits are then gathered
+ * by one multiply (each lands on its own bit of the top byte). */
+static uint64_t tag_matches(const shm_store *m, bucket_header *bh, uint8_t tag) {
+#if defined(__SSE2__)
+    if (m->spb == 16) { /* the usual bucket: one vector compare */
+        __m128i t = _mm_set_epi64x((long long)atomic_load_explicit(&bh->tags[1], memory_order_relaxed),
+                                   (long long)atomic_load_explicit(&bh->tags[0], memory_order_relaxed));
+        return (uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(t, _mm_set1_epi8((char)tag)));
+    }
+#endif
     const uint64_t ones = UINT64_C(0x0101010101010101), low7 = UINT64_C(0x7f7f7f7f7f7f7f7f);
-    for (uint32_t w = 0; w * 8 < m->spb; w++) {
+    uint64_t mask = 0;
+    for (uint32_t w = 0; w * 8 < m->spb; w++) { /* spb <= 64 */
         uint64_t x = atomic_load_explicit(&bh->tags[w], memory_order_relaxed) ^ (ones * tag);
         uint64_t zero = ~(((x & low7) + low7) | x | low7); /* 0x80 where a byte of x is 0 */
-        for (; zero; zero &= zero - 1) {
-            uint32_t i = w * 8 + (uint32_t)__builtin_ctzll(zero) / 8;
-            if (i >= m->spb) break;
-            slot *sl = slot_at(m, bh, i);
-            if (is_live(sl) && holds(sl, fp, kw, len)) return sl;
+        mask |= ((zero >> 7) * UINT64_C(0x0102040810204080) >> 56) << (8 * w);
+    }
+    return m->spb < 64 ? mask & ((UINT64_C(1) << m->spb) - 1) : mask;
+}
+
+/* The key's slot among bh's slots in mask, or NULL. *seen: the slot's
+ * control word, read before its key: while it stays the same, so does the
+ * key (every change of a slot's key moves its version on). */
+static slot *find_among(const shm_store *m, bucket_header *bh, uint64_t mask, uint64_t fp,
+                        const uint64_t *kw, size_t len, uint64_t *seen) {
+    for (; mask; mask &= mask - 1) {
+        slot *sl = slot_at(m, bh, (uint32_t)__builtin_ctzll(mask));
+        uint64_t c = atomic_load_explicit(CTRL(sl), memory_order_acquire);
+        if ((c & LIVE) && holds(sl, fp, kw, len)) {
+            *seen = c;
+            return sl;
         }
     }
     return NULL;
+}
+
+/* The key's slot in its n buckets bt (1 or 2), or NULL; *home: its
+ * bucket. Without a lock. Both buckets' tags are read before any slot, so
+ * at 1M keys their cache misses overlap. */
+static slot *find_key(const shm_store *m, bucket_header *const bt[2], int n, uint8_t tag, uint64_t fp,
+                      const uint64_t *kw, size_t len, uint64_t *seen, bucket_header **home) {
+    uint64_t m0 = tag_matches(m, bt[0], tag), m1 = n == 2 ? tag_matches(m, bt[1], tag) : 0;
+    slot *sl = find_among(m, bt[0], m0, fp, kw, len, seen);
+    *home = bt[0];
+    if (!sl && m1) {
+        sl = find_among(m, bt[1], m1, fp, kw, len, seen);
+        *home = bt[1];
+    }
+    return sl;
 }
 
 /* A free slot of bh (NULL when full), with its index in *at. */
@@ -670,25 +707,30 @@ static void touch(slot *sl, int64_t now_ms) {
  * 16-byte compare-and-swap. The same arithmetic as the token bucket's
  * (src/algo/token_bucket.c) on the same backlog: the same decisions. */
 static int decide_fast(shm_store *m, const spolicy *sp, slot *sl, bucket_header *home, const uint64_t *kw,
-                       size_t len, int64_t cost, int64_t reading_ms, sluice_decision *d) {
+                       size_t len, int64_t cost, int64_t reading_ms, sluice_decision *d, uint64_t seen) {
     const sluice__params *pp = &sp->policy.params[0];
     int shaper = sp->policy.parts[0].algorithm == SLUICE_LEAKY_BUCKET;
-    for (;;) {
+    for (;; seen = 0) {
         uint64_t tat, c;
         pair_read(&sl->head, &tat, &c);
-        if (!(c & LIVE) || !holds(sl, sp->fp, kw, len)) return NOT_HELD;
+        if (!(c & LIVE) || (c != seen && !holds(sl, sp->fp, kw, len))) return NOT_HELD;
         if (!(c & FAST)) return AGAIN;
         /* store time, and never before the key was added (see decision_time) */
         int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed);
         int64_t now = sluice__store_time(&m->hdr->now_ms, reading_ms), nb;
         if (now < born_ms) now = born_ms;
         sluice__i128 ts = (sluice__i128)(now - born_ms) * pp->r, b = (sluice__i128)(int64_t)tat - ts;
+        int64_t bb = b > 0 ? (int64_t)b : 0;
         touch(sl, now);
-        if (sluice__gcra_core(pp, b > 0 ? (int64_t)b : 0, cost, shaper, d, &nb)) {
+        if (sluice__gcra_room(pp, bb, cost)) {
+            nb = bb + cost * pp->p;
             if (ts + nb > INT64_MAX) return CONVERT;
             if (!cas16(&sl->head, tat, c, (uint64_t)(int64_t)(ts + nb), c + CTRL_WORD(1, 0))) continue;
+            /* the decision's divisions after the CAS, which would wait for them */
+            sluice__gcra_allowed(pp, bb, nb, shaper, d);
             sluice__store_time_raise(&m->hdr->now_ms, now);
         } else {
+            sluice__gcra_denied(pp, bb, cost, d);
             atomic_fetch_add_explicit(&home->denied, 1, memory_order_relaxed);
         }
         sluice__decision_lag(d, now - reading_ms);
@@ -732,12 +774,13 @@ static int drop_fast(const shm_store *m, bucket_header *bh, slot *sl, uint64_t t
  * filled, an error, NOT_HELD, or CONVERT. home is sl's bucket, for its
  * counts. */
 static int decide_held(shm_store *m, const spolicy *sp, slot *sl, bucket_header *home, const uint64_t *kw,
-                       size_t len, int64_t cost, int64_t reading_ms, sluice_decision *d, uint64_t *buf) {
-    for (;;) {
+                       size_t len, int64_t cost, int64_t reading_ms, sluice_decision *d, uint64_t *buf,
+                       uint64_t seen) {
+    for (;; seen = 0) {
         uint64_t c = atomic_load_explicit(CTRL(sl), memory_order_acquire), lo, hi;
-        if (!(c & LIVE) || !holds(sl, sp->fp, kw, len)) return NOT_HELD;
+        if (!(c & LIVE) || (c != seen && !holds(sl, sp->fp, kw, len))) return NOT_HELD;
         if (c & FAST) {
-            int rc = decide_fast(m, sp, sl, home, kw, len, cost, reading_ms, d);
+            int rc = decide_fast(m, sp, sl, home, kw, len, cost, reading_ms, d, c);
             if (rc == AGAIN) continue;
             return rc;
         }
@@ -899,11 +942,19 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
         return SLUICE_EINVAL;
     }
     uint64_t kw[(SLUICE_KEY_MAX + 7) / 8]; /* the key in words, zero-padded */
-    kw[(len - 1) / 8] = 0;
-    memcpy(kw, key, len);
-    uint64_t k[2] = {m->hdr->seed[0] ^ sp->fp, m->hdr->seed[1]};
-    uint64_t h = len <= 16 && m->aes ? sluice__aeshash16(m->hdr->aes_key, sp->fp >> 8, key, len)
-                                     : sluice__siphash13(k, key, len);
+    uint64_t h;
+    if (len <= 16) {
+        sluice__key_words(key, len, kw);
+    } else {
+        kw[(len - 1) / 8] = 0;
+        memcpy(kw, key, len);
+    }
+    if (len <= 16 && m->aes) {
+        h = sluice__aeshash16_words(m->hdr->aes_key, sp->fp >> 8, kw[0], kw[1], len);
+    } else {
+        uint64_t k[2] = {m->hdr->seed[0] ^ sp->fp, m->hdr->seed[1]};
+        h = sluice__siphash13(k, key, len);
+    }
     uint8_t tag = (uint8_t)(h >> 32) | 1; /* never 0 */
     /* two buckets may hold the key: the first choice, where keys go while
      * it has room, and the second */
@@ -915,22 +966,25 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     if (sp->words > sizeof stack_buf / sizeof stack_buf[0] && !(buf = malloc(sp->words * sizeof *buf)))
         return SLUICE_ENOMEM;
     for (rc = NOT_HELD; rc == NOT_HELD || rc == CONVERT;) {
-        bucket_header *home = bt[0];
-        slot *sl = find_in(m, bt[0], tag, sp->fp, kw, len);
-        if (!sl && n == 2) sl = find_in(m, home = bt[1], tag, sp->fp, kw, len);
+        bucket_header *home;
+        uint64_t seen = 0;
+        slot *sl = find_key(m, bt, n, tag, sp->fp, kw, len, &seen, &home);
         if (sl && rc != CONVERT) { /* held: no lock */
-            rc = decide_held(m, sp, sl, home, kw, len, cost, now_ms, d, buf);
+            rc = decide_held(m, sp, sl, home, kw, len, cost, now_ms, d, buf, seen);
             continue;
         }
         /* new (or to convert): under both buckets' locks (in order), after
          * a look there (another process may just have added it) */
         bucket_header *locked[2] = {bt[b1 < b2 ? 0 : 1], bt[b1 < b2 ? 1 : 0]};
         for (int i = 0; i < n; i++) bucket_lock(locked[i]);
-        sl = find_in(m, home = bt[0], tag, sp->fp, kw, len);
-        if (!sl && n == 2) sl = find_in(m, home = bt[1], tag, sp->fp, kw, len);
+        seen = 0;
+        sl = find_key(m, bt, n, tag, sp->fp, kw, len, &seen, &home);
         if (!sl) sl = add_key(m, sp, bt, n, tag, kw, len, decision_time(m, bt, now_ms), &home, buf);
         if (sl)
-            while ((rc = decide_held(m, sp, sl, home, kw, len, cost, now_ms, d, buf)) == CONVERT) convert(m, sl);
+            while ((rc = decide_held(m, sp, sl, home, kw, len, cost, now_ms, d, buf, seen)) == CONVERT) {
+                convert(m, sl);
+                seen = 0;
+            }
         unlock_all(locked, n);
         if (!sl) {
             sluice__store_errf(s, "shm store is full of keys that are not fresh (buckets of %u)", m->spb);
