@@ -711,9 +711,12 @@ static int decide_fast(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
     const sluice__params *pp = &sp->policy.params[0];
     int shaper = sp->policy.parts[0].algorithm == SLUICE_LEAKY_BUCKET;
     for (;; seen = 0) {
-        uint64_t tat, c;
-        pair_read(&sl->head, &tat, &c);
-        if (!(c & LIVE) || (c != seen && !holds(sl, sp->fp, kw, len))) return NOT_HELD;
+        uint64_t tat = atomic_load_explicit(&sl->head.lo, memory_order_acquire);
+        uint64_t c = atomic_load_explicit(&sl->head.hi, memory_order_acquire);
+        if (c != seen) { /* else tat was read between two equal readings of c: of version c */
+            pair_read(&sl->head, &tat, &c);
+            if (!(c & LIVE) || !holds(sl, sp->fp, kw, len)) return NOT_HELD;
+        }
         if (!(c & FAST)) return AGAIN;
         /* store time, and never before the key was added (see decision_time) */
         int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed);
@@ -777,7 +780,8 @@ static int decide_held(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
                        size_t len, int64_t cost, int64_t reading_ms, sluice_decision *d, uint64_t *buf,
                        uint64_t seen) {
     for (;; seen = 0) {
-        uint64_t c = atomic_load_explicit(CTRL(sl), memory_order_acquire), lo, hi;
+        /* the control word the key was found at, or a new reading */
+        uint64_t c = seen ? seen : atomic_load_explicit(CTRL(sl), memory_order_acquire), lo, hi;
         if (!(c & LIVE) || (c != seen && !holds(sl, sp->fp, kw, len))) return NOT_HELD;
         if (c & FAST) {
             int rc = decide_fast(m, sp, sl, home, kw, len, cost, reading_ms, d, c);
