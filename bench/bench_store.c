@@ -59,6 +59,11 @@
  *           loads (the vDSO reads the TSC with rdtscp, or lfence; rdtsc)
  *           stops that, which is why at 1M "clock + cas" costs far more than
  *           a clock read plus "cas".
+ *           "cas + 20 mul" (1 thread, for scale, not a goal): the same with
+ *           a chain of 20 multiply-adds on the word between its load and its
+ *           CAS (about 80 cycles): what little work does to that overlap.
+ *           A decision does more (hash, probe, key compare, arithmetic), so
+ *           its misses at 1M overlap little with the next decision's.
  *
  * Memory per key of capacity (max_keys), in a child process forked before
  * this process has allocated or freed anything, so no memory freed earlier
@@ -395,6 +400,7 @@ typedef struct {
     int nthreads;
     int at;         /* store: 1 sluice_store_acquire_at, 0 sluice_store_acquire */
     int with_clock; /* floor: read the default clock first                      */
+    int work;       /* floor: dependent multiply-adds between load and CAS      */
     int streamed;   /* store: keys from w->stream (1 thread)                    */
     per_thread th[2];
 } run_ctx;
@@ -451,7 +457,23 @@ static void work_floor(void *ctx, int tid, uint64_t n) {
     slot *slots = c->w->slots;
     uint32_t pos = t->pos;
     uint64_t fails = 0, added = n;
-    if (c->with_clock) {
+    if (c->work) {
+        added = 0;
+        for (uint64_t i = 0; i < n; i++) {
+            _Atomic uint64_t *word = &slots[order[pos]].word;
+            pos = (pos + 1) & (ORDER_LEN - 1);
+            uint64_t v = atomic_load_explicit(word, memory_order_acquire), x = v;
+            for (int k = 0; k < c->work; k++) { /* a chain on the value: ~4 cycles each */
+                x = x * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
+                __asm__ volatile("" : "+r"(x)); /* kept a chain, not folded */
+            }
+            uint64_t add = 1 + (x >> 63);
+            while (!atomic_compare_exchange_strong_explicit(word, &v, v + add, memory_order_acq_rel,
+                                                            memory_order_acquire))
+                fails++;
+            added += add;
+        }
+    } else if (c->with_clock) {
         const sluice_clock *clk = sluice_clock_monotonic();
         added = 0;
         for (uint64_t i = 0; i < n; i++) {
@@ -483,10 +505,16 @@ static void work_floor(void *ctx, int tid, uint64_t n) {
 /* Cases                                                                     */
 /* ------------------------------------------------------------------------ */
 
-enum { K_CAS, K_CLOCK_CAS, K_AT, K_ACQUIRE, K_AT_STREAMED, K_ACQUIRE_STREAMED, N_KINDS };
+enum { K_CAS, K_CLOCK_CAS, K_AT, K_ACQUIRE, K_AT_STREAMED, K_ACQUIRE_STREAMED, K_CAS_WORK, N_KINDS };
 static const char *const kind_names[N_KINDS] = {
     "floor cas",     "floor clock + cas",         "store acquire_at",
-    "store acquire", "store acquire_at streamed", "store acquire streamed"};
+    "store acquire", "store acquire_at streamed", "store acquire streamed",
+    "floor cas + 20 mul"};
+#define FLOOR_WORK 20 /* K_CAS_WORK's multiply-adds */
+
+static int is_store_kind(int kind) {
+    return kind >= K_AT && kind <= K_ACQUIRE_STREAMED;
+}
 
 /* [size][kind][threads - 1] */
 static result res[N_SIZES][N_KINDS][2];
@@ -507,7 +535,8 @@ static run_ctx *new_ctx(workload *w, int kind, int nt) {
     c->nthreads = nt;
     c->at = kind == K_AT || kind == K_AT_STREAMED;
     c->with_clock = kind == K_CLOCK_CAS;
-    c->streamed = kind >= K_AT_STREAMED;
+    c->work = kind == K_CAS_WORK ? FLOOR_WORK : 0;
+    c->streamed = kind == K_AT_STREAMED || kind == K_ACQUIRE_STREAMED;
     /* start each case at a different place in its order */
     c->th[0].pos = (uint32_t)(kind * 7919 + nt * 104729) & (ORDER_LEN - 1);
     c->th[1].pos = c->th[0].pos;
@@ -526,10 +555,12 @@ static void run_cases(workload *w, int size) {
     for (int kind = 0; kind < K_AT_STREAMED; kind++)
         for (int nt = 1; nt <= 2; nt++) list[n].kind = kind, list[n++].nt = nt;
     if (w->stream)
-        for (int kind = K_AT_STREAMED; kind < N_KINDS; kind++) list[n].kind = kind, list[n++].nt = 1;
+        for (int kind = K_AT_STREAMED; kind <= K_ACQUIRE_STREAMED; kind++)
+            list[n].kind = kind, list[n++].nt = 1;
+    list[n].kind = K_CAS_WORK, list[n++].nt = 1;
     timing cases[N_KINDS * 2];
     for (size_t k = 0; k < n; k++) {
-        int is_store = list[k].kind >= K_AT;
+        int is_store = is_store_kind(list[k].kind);
         cases[k] = (timing){.fn = is_store ? work_store : work_floor,
                             .ctx = new_ctx(w, list[k].kind, list[k].nt),
                             .nthreads = list[k].nt};
@@ -542,7 +573,7 @@ static void run_cases(workload *w, int size) {
     uint64_t store_ops = 0, added = 0;
 
     for (size_t k = 0; k < n; k++) {
-        int kind = list[k].kind, nt = list[k].nt, is_store = kind >= K_AT;
+        int kind = list[k].kind, nt = list[k].nt, is_store = is_store_kind(kind);
         run_ctx *c = cases[k].ctx;
         result r = cases[k].r;
         res[size][kind][nt - 1] = r;
@@ -551,6 +582,8 @@ static void run_cases(workload *w, int size) {
         if (kind == K_AT_STREAMED)
             printf("the same, keys read in order of use (the caller's key in cache, not a miss in "
                    "a 16 MB array):\n");
+        if (kind == K_CAS_WORK)
+            printf("for scale: the floor with a little work between its load and its CAS:\n");
 
         char label[64], extra[160];
         snprintf(label, sizeof label, "%-25s %s keys %d thread%s", kind_names[kind],
