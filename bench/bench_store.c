@@ -59,6 +59,10 @@
  *           loads (the vDSO reads the TSC with rdtscp, or lfence; rdtsc)
  *           stops that, which is why at 1M "clock + cas" costs far more than
  *           a clock read plus "cas".
+ *           "acquire_many by 16" (1 thread, not a goal): the same keys in
+ *             batches of 16 through sluice_store_acquire_many, which reads
+ *             the clock once a batch and fetches the batch's keys, index
+ *             slots and entries into the cache before deciding.
  *           "cas + 20 mul" (1 thread, for scale, not a goal): the same with
  *           a chain of 20 multiply-adds on the word between its load and its
  *           CAS (about 80 cycles): what little work does to that overlap.
@@ -401,6 +405,7 @@ typedef struct {
     int at;         /* store: 1 sluice_store_acquire_at, 0 sluice_store_acquire */
     int with_clock; /* floor: read the default clock first                      */
     int work;       /* floor: dependent multiply-adds between load and CAS      */
+    int many;       /* store: batches through sluice_store_acquire_many         */
     int streamed;   /* store: keys from w->stream (1 thread)                    */
     per_thread th[2];
 } run_ctx;
@@ -437,8 +442,40 @@ static inline __attribute__((always_inline)) void store_loop(run_ctx *c, int tid
     if (rc) t->rc = rc;
 }
 
+/* Batches of MANY_BATCH through sluice_store_acquire_many (one clock read a
+ * batch, by the store). */
+#define MANY_BATCH 16
+static void many_loop(run_ctx *c, int tid, uint64_t n) {
+    per_thread *t = &c->th[tid];
+    const uint32_t *order = order_of(c, tid);
+    uint32_t pos = t->pos;
+    uint64_t allowed = 0, done = 0;
+    sluice_request rq[MANY_BATCH];
+    sluice_decision d[MANY_BATCH];
+    int rc[MANY_BATCH];
+    while (done < n) {
+        size_t b = n - done < MANY_BATCH ? (size_t)(n - done) : MANY_BATCH;
+        for (size_t i = 0; i < b; i++) {
+            rq[i] = (sluice_request){c->w->policy, c->w->keys[order[pos]], KEY_LEN, 1};
+            pos = (pos + 1) & (ORDER_LEN - 1);
+        }
+        if (sluice_store_acquire_many(c->w->store, rq, b, d, rc)) t->rc = SLUICE_EINVAL;
+        for (size_t i = 0; i < b; i++) {
+            if (rc[i]) t->rc = rc[i];
+            else allowed += d[i].allowed;
+        }
+        done += b;
+    }
+    t->pos = pos;
+    t->denied += n - allowed;
+}
+
 static void work_store(void *ctx, int tid, uint64_t n) {
     run_ctx *c = ctx;
+    if (c->many) {
+        many_loop(c, tid, n);
+        return;
+    }
     if (c->streamed) {
         if (c->at) store_loop(c, tid, n, 1, 1);
         else store_loop(c, tid, n, 0, 1);
@@ -505,15 +542,15 @@ static void work_floor(void *ctx, int tid, uint64_t n) {
 /* Cases                                                                     */
 /* ------------------------------------------------------------------------ */
 
-enum { K_CAS, K_CLOCK_CAS, K_AT, K_ACQUIRE, K_AT_STREAMED, K_ACQUIRE_STREAMED, K_CAS_WORK, N_KINDS };
+enum { K_CAS, K_CLOCK_CAS, K_AT, K_ACQUIRE, K_AT_STREAMED, K_ACQUIRE_STREAMED, K_MANY, K_CAS_WORK, N_KINDS };
 static const char *const kind_names[N_KINDS] = {
     "floor cas",     "floor clock + cas",         "store acquire_at",
     "store acquire", "store acquire_at streamed", "store acquire streamed",
-    "floor cas + 20 mul"};
+    "store acquire_many by 16", "floor cas + 20 mul"};
 #define FLOOR_WORK 20 /* K_CAS_WORK's multiply-adds */
 
 static int is_store_kind(int kind) {
-    return kind >= K_AT && kind <= K_ACQUIRE_STREAMED;
+    return kind >= K_AT && kind <= K_MANY;
 }
 
 /* [size][kind][threads - 1] */
@@ -536,6 +573,7 @@ static run_ctx *new_ctx(workload *w, int kind, int nt) {
     c->at = kind == K_AT || kind == K_AT_STREAMED;
     c->with_clock = kind == K_CLOCK_CAS;
     c->work = kind == K_CAS_WORK ? FLOOR_WORK : 0;
+    c->many = kind == K_MANY;
     c->streamed = kind == K_AT_STREAMED || kind == K_ACQUIRE_STREAMED;
     /* start each case at a different place in its order */
     c->th[0].pos = (uint32_t)(kind * 7919 + nt * 104729) & (ORDER_LEN - 1);
@@ -557,6 +595,7 @@ static void run_cases(workload *w, int size) {
     if (w->stream)
         for (int kind = K_AT_STREAMED; kind <= K_ACQUIRE_STREAMED; kind++)
             list[n].kind = kind, list[n++].nt = 1;
+    list[n].kind = K_MANY, list[n++].nt = 1;
     list[n].kind = K_CAS_WORK, list[n++].nt = 1;
     timing cases[N_KINDS * 2];
     for (size_t k = 0; k < n; k++) {
@@ -582,6 +621,8 @@ static void run_cases(workload *w, int size) {
         if (kind == K_AT_STREAMED)
             printf("the same, keys read in order of use (the caller's key in cache, not a miss in "
                    "a 16 MB array):\n");
+        if (kind == K_MANY)
+            printf("not a goal: batches (the store fetches a batch's keys into the cache ahead):\n");
         if (kind == K_CAS_WORK)
             printf("for scale: the floor with a little work between its load and its CAS:\n");
 

@@ -2,8 +2,9 @@
  *
  * Per-key state in a table split into shards. A decision on a key the table
  * holds takes only that key's entry lock: it finds the entry without the
- * shard's lock (checking it under its own lock) and writes no line another
- * key's decision writes. The shard's lock guards the table's shape: adding,
+ * shard's lock (checking it under its own lock) and writes only the entry
+ * (48 bytes, so neighbours may share its cache lines) and its thread's
+ * count stripe. The shard's lock guards the table's shape: adding,
  * forgetting and evicting keys, which also take the entry's lock (always
  * after the shard's), so a key is never dropped in the middle of its own
  * update. Counts of decisions go to per-thread stripes.
@@ -33,6 +34,10 @@
  * sweep of the next 64 entries, then a full scan. Only when no key is fresh does
  * on_full apply: evict the victim of the CLOCK (second chance) algorithm, an
  * approximation of the least recently used key, or refuse the new key.
+ *
+ * Batches (sluice_store_acquire_many): 16 requests' keys are hashed and
+ * their index slots, then entries, fetched into the cache before the 16 are
+ * decided in order, so that with many keys their cache misses overlap.
  *
  * Time: the store decides at the highest reading it has seen (and each
  * shard at the highest it has seen, for readings that race), so a key
@@ -443,32 +448,48 @@ static int decide(registered *r, entry *e, int64_t cost, int64_t now_ms, sluice_
     return a->decide(pp, (sluice__state *)(void *)&e->st.word, now_ms, cost, d, 1);
 }
 
-static int mem_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t len,
-                          int64_t cost, int64_t now_ms, sluice_decision *d) {
-    memory_store *m = (memory_store *)s;
+/* A request made ready to decide: its policy, key and where the key lives. */
+typedef struct {
     unsigned pid;
-    int rc = sluice__policy_set_id(&m->policies, s, p, &pid);
-    if (rc) return rc;
-    registered *r = reg(m, pid);
+    registered *r;
     key_ref k;
-    key_ref_init(&k, key, len);
-    uint64_t h = key_hash(m, pid, &k);
-    shard *sh = &m->shards[m->shard_bits ? h >> (64 - m->shard_bits) : 0];
+    uint64_t h;
+    shard *sh;
+} prepared;
+
+static inline __attribute__((always_inline)) int prepare(memory_store *m, const sluice_policy *p,
+                                                         const void *key, size_t len, prepared *q) {
+    int rc = sluice__policy_set_id(&m->policies, &m->head, p, &q->pid);
+    if (rc) return rc;
+    q->r = reg(m, q->pid);
+    key_ref_init(&q->k, key, len);
+    q->h = key_hash(m, q->pid, &q->k);
+    q->sh = &m->shards[m->shard_bits ? q->h >> (64 - m->shard_bits) : 0];
+    return 0;
+}
+
+/* Decides q (passed by its fields, which then stay in registers). */
+static inline __attribute__((always_inline)) int acquire_prepared(memory_store *m, unsigned pid, registered *r,
+                                                                  const key_ref *kp, uint64_t h, shard *sh,
+                                                                  int64_t cost, int64_t now_ms,
+                                                                  sluice_decision *d) {
+    sluice_store *s = &m->head;
+    int rc;
     /* store time never runs backwards: the highest reading admitted at */
     int64_t reading_ms = now_ms;
     now_ms = sluice__store_time(&m->now_ms, now_ms);
     /* a key held: its entry's lock alone; else the shard's, to add it */
     int is_new = 0, shard_held = 0;
-    entry *e = find_locked(sh, h, pid, &k);
+    entry *e = find_locked(sh, h, pid, kp);
     if (!e) {
         sluice__lock_take(&sh->lock);
         shard_held = 1;
         if (now_ms < sh->now_ms) now_ms = sh->now_ms; /* never before a forgetting */
-        e = find_locked(sh, h, pid, &k);
+        e = find_locked(sh, h, pid, kp);
         if (e) {
             sluice__lock_give(&sh->lock);
             shard_held = 0;
-        } else if ((rc = insert(m, sh, r, h, pid, &k, now_ms, &e)) != 0) {
+        } else if ((rc = insert(m, sh, r, h, pid, kp, now_ms, &e)) != 0) {
             sluice__lock_give(&sh->lock);
             return rc;
         } else {
@@ -492,6 +513,46 @@ static int mem_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     if (rc == SLUICE_ENOMEM) sluice__store_errf(s, "out of memory");
     sluice__decision_lag(d, now_ms - reading_ms);
     return rc;
+}
+
+static int mem_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t len,
+                          int64_t cost, int64_t now_ms, sluice_decision *d) {
+    memory_store *m = (memory_store *)s;
+    prepared q;
+    int rc = prepare(m, p, key, len, &q);
+    return rc ? rc : acquire_prepared(m, q.pid, q.r, &q.k, q.h, q.sh, cost, now_ms, d);
+}
+
+/* A batch, decided in order as one acquire_at each, BATCH requests at a
+ * time: their keys hashed first and their index slots, then their entries,
+ * fetched into the cache ahead (prefetch: a hint, so whatever changes
+ * meanwhile, each decision finds its key as acquire_at would). With many
+ * keys, a decision's cache misses then overlap the others' instead of
+ * following them. */
+#define BATCH 16
+static void mem_acquire_many(sluice_store *s, const sluice_request *reqs, size_t n, int64_t now_ms,
+                             sluice_decision *out, int *results) {
+    memory_store *m = (memory_store *)s;
+    prepared q[BATCH];
+    for (size_t base = 0; base < n; base += BATCH) {
+        size_t g = n - base < BATCH ? n - base : BATCH;
+        for (size_t i = 0; i < g; i++) __builtin_prefetch(reqs[base + i].key);
+        for (size_t i = 0; i < g; i++) {
+            const sluice_request *rq = &reqs[base + i];
+            if (results[base + i]) continue;
+            results[base + i] = prepare(m, rq->policy, rq->key, rq->key_len, &q[i]);
+            if (!results[base + i]) __builtin_prefetch(&q[i].sh->index[q[i].h & q[i].sh->mask]);
+        }
+        for (size_t i = 0; i < g; i++) {
+            if (results[base + i]) continue;
+            uint32_t v = slot_at(q[i].sh, (uint32_t)q[i].h & q[i].sh->mask);
+            if (v && (v >> 24) == TAG(q[i].h)) __builtin_prefetch(&q[i].sh->entries[SLOT_ENTRY(v)], 1);
+        }
+        for (size_t i = 0; i < g; i++)
+            if (!results[base + i])
+                results[base + i] = acquire_prepared(m, q[i].pid, q[i].r, &q[i].k, q[i].h, q[i].sh,
+                                                     reqs[base + i].cost, now_ms, &out[base + i]);
+    }
 }
 
 /* ---- the store ---- */
@@ -618,6 +679,7 @@ const sluice__store_ops sluice__memory_store = {
     .scheme = "memory",
     .open = mem_open,
     .acquire_at = mem_acquire_at,
+    .acquire_many = mem_acquire_many,
     .stats = mem_stats,
     .close = mem_close,
 };
