@@ -598,6 +598,10 @@ static int holds(slot *sl, uint64_t fp, const uint64_t *kw, size_t len) {
     if (atomic_load_explicit(&sl->fp, memory_order_relaxed) != fp ||
         atomic_load_explicit(&sl->key_len, memory_order_relaxed) != len)
         return 0;
+    uint64_t k0 = atomic_load_explicit(&sl->key[0], memory_order_relaxed);
+    if (len <= 8) return k0 == kw[0];
+    if (len <= 16) /* the usual key: two words, no loop */
+        return ((k0 ^ kw[0]) | (atomic_load_explicit(&sl->key[1], memory_order_relaxed) ^ kw[1])) == 0;
     for (size_t i = 0; i < (len + 7) / 8; i++)
         if (atomic_load_explicit(&sl->key[i], memory_order_relaxed) != kw[i]) return 0;
     return 1;
@@ -722,13 +726,16 @@ static int decide_fast(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
         int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed);
         int64_t now = sluice__store_time(&m->hdr->now_ms, reading_ms), nb;
         if (now < born_ms) now = born_ms;
-        sluice__i128 ts = (sluice__i128)(now - born_ms) * pp->r, b = (sluice__i128)(int64_t)tat - ts;
-        int64_t bb = b > 0 ? (int64_t)b : 0;
+        /* in 64 bits: ts = (now - born) * r; past 2^63 the bucket is full
+         * (backlog 0) and any admission's TAT outgrows the word */
+        int64_t ts, b, nt;
+        if (__builtin_mul_overflow(now - born_ms, pp->r, &ts)) return CONVERT;
+        int64_t bb = __builtin_sub_overflow((int64_t)tat, ts, &b) || b < 0 ? 0 : b; /* ts >= 0 */
         touch(sl, now);
         if (sluice__gcra_room(pp, bb, cost)) {
             nb = bb + cost * pp->p;
-            if (ts + nb > INT64_MAX) return CONVERT;
-            if (!cas16(&sl->head, tat, c, (uint64_t)(int64_t)(ts + nb), c + CTRL_WORD(1, 0))) continue;
+            if (__builtin_add_overflow(ts, nb, &nt)) return CONVERT;
+            if (!cas16(&sl->head, tat, c, (uint64_t)nt, c + CTRL_WORD(1, 0))) continue;
             /* the decision's divisions after the CAS, which would wait for them */
             sluice__gcra_allowed(pp, bb, nb, shaper, d);
             sluice__store_time_raise(&m->hdr->now_ms, now);
