@@ -60,4 +60,69 @@ static inline sluice_stats stats(sluice_store *s) {
         "sliding-window limit=1000000000 window=30d",                                              \
         "token-bucket capacity=2 rate=1/30d; fixed-window limit=1 window=1ms",
 
+/* Batches against single calls: random batches of 1..40 requests (longer
+ * and shorter than a store's prefetch group of 16) over STORE_TEST_SPECS x
+ * 24 keys (3 of them of 27..28 bytes, the rest of 2..3), keys repeated
+ * within a batch, bad requests (cost 0, an empty
+ * key, no policy) among good ones, go to store a through
+ * sluice_store_acquire_many and, one sluice_store_acquire_at each at the
+ * same reading, to store b. a and b are alike, each on its own manual
+ * clock (ca, cb), moved alike between batches. Every result and decision
+ * must be equal, and so must the stores' counts after each batch. Returns
+ * the number of differences (each printed). Uses check.h's check_range_. */
+static inline long batches_equal_singles(sluice_store *a, sluice_clock *ca, sluice_store *b,
+                                         sluice_clock *cb, long batches, uint64_t seed) {
+    static const char *const spec[] = {STORE_TEST_SPECS};
+    enum { SPECS = sizeof spec / sizeof spec[0], KEYS = 24, MAX_BATCH = 40 };
+    sluice_policy *pol[SPECS];
+    for (size_t i = 0; i < SPECS; i++) pol[i] = policy(i % 2 ? "odd" : "even", spec[i]);
+    char keys[KEYS][32]; /* a few longer than 16 bytes (hashed and kept otherwise) */
+    for (int k = 0; k < KEYS; k++)
+        snprintf(keys[k], sizeof keys[k], k % 8 == 7 ? "a-key-longer-than-16-bytes-%d" : "k%d", k);
+    uint64_t rs = seed;
+    long failures = 0, decided = 0;
+    for (long n_batch = 0; n_batch < batches && failures == 0; n_batch++) {
+        sluice_request req[MAX_BATCH];
+        sluice_decision got[MAX_BATCH], want;
+        int rc[MAX_BATCH];
+        size_t n = (size_t)check_range_(&rs, 1, MAX_BATCH);
+        for (size_t i = 0; i < n; i++) {
+            size_t sp = (size_t)check_range_(&rs, 0, SPECS - 1);
+            int key = (int)(check_range_(&rs, 0, 2) == 0 ? check_range_(&rs, 0, KEYS - 1) : check_range_(&rs, 0, 3));
+            req[i] = (sluice_request){pol[sp], keys[key], strlen(keys[key]), 1};
+            int64_t roll = check_range_(&rs, 0, 99);
+            if (roll < 10) req[i].cost = check_range_(&rs, 1, 3);
+            else if (roll == 10) req[i].cost = 0;      /* SLUICE_ECOST */
+            else if (roll == 11) req[i].key_len = 0;   /* SLUICE_EINVAL */
+            else if (roll == 12) req[i].policy = NULL; /* SLUICE_EINVAL */
+        }
+        if (sluice_store_acquire_many(a, req, n, got, rc) != 0) failures++;
+        int64_t now = sluice_clock_now_ms(cb);
+        for (size_t i = 0; i < n && failures == 0; i++) {
+            int want_rc = sluice_store_acquire_at(b, req[i].policy, req[i].key, req[i].key_len,
+                                                  req[i].cost, now, &want);
+            if (rc[i] != want_rc || (want_rc == 0 && !same(&got[i], &want))) {
+                fprintf(stderr, "batch %ld request %zu: rc %d, one at a time %d\n", n_batch, i, rc[i],
+                        want_rc);
+                if (want_rc == 0) print_decision("batch", &got[i]), print_decision("one", &want);
+                failures++;
+            }
+            decided += want_rc == 0;
+        }
+        sluice_stats sa = stats(a), sb = stats(b);
+        if (memcmp(&sa, &sb, sizeof sa) != 0) {
+            fprintf(stderr, "batch %ld: the stores' counts differ\n", n_batch);
+            failures++;
+        }
+        int64_t step = check_range_(&rs, 0, 9) < 8 ? check_range_(&rs, 0, 5) : check_range_(&rs, 0, 200);
+        sluice_clock_manual_advance(ca, step);
+        sluice_clock_manual_advance(cb, step);
+    }
+    sluice_stats st = stats(a);
+    printf("     %ld decisions in %ld batches; %lld forgotten, %lld evicted\n", decided, batches,
+           (long long)st.forgotten, (long long)st.evicted);
+    for (size_t i = 0; i < SPECS; i++) sluice_policy_free(pol[i]);
+    return failures;
+}
+
 #endif

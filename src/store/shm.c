@@ -940,19 +940,28 @@ static slot *add_key(shm_store *m, const spolicy *sp, bucket_header *const bt[2]
     return sl;
 }
 
-static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t len,
-                          int64_t cost, int64_t now_ms, sluice_decision *d) {
-    shm_store *m = (shm_store *)s;
+/* A request's key located: its policy, hash tag and two buckets. */
+typedef struct {
+    const spolicy *sp;
+    uint64_t b1, b2;
+    bucket_header *bt[2];
+    int n; /* buckets: 1 when both choices are one */
+    uint8_t tag;
+} located;
+
+/* Locates the key (kw: room for its words, zero-padded, filled here). */
+static inline __attribute__((always_inline)) int locate(shm_store *m, const sluice_policy *p,
+                                                        const void *key, size_t len, uint64_t *kw,
+                                                        located *q) {
     unsigned id;
-    int rc = sluice__policy_set_id(&m->policies, s, p, &id);
+    int rc = sluice__policy_set_id(&m->policies, &m->head, p, &id);
     if (rc) return rc;
-    const spolicy *sp = sluice__policy_item(&m->policies, id);
+    const spolicy *sp = q->sp = sluice__policy_item(&m->policies, id);
     if (len > m->key_bytes) {
-        sluice__store_errf(s, "key of %zu bytes: this shm file holds keys of up to %u bytes "
-                              "(create it with ?key_bytes=N)", len, m->key_bytes);
+        sluice__store_errf(&m->head, "key of %zu bytes: this shm file holds keys of up to %u bytes "
+                                     "(create it with ?key_bytes=N)", len, m->key_bytes);
         return SLUICE_EINVAL;
     }
-    uint64_t kw[(SLUICE_KEY_MAX + 7) / 8]; /* the key in words, zero-padded */
     uint64_t h;
     if (len <= 16) {
         sluice__key_words(key, len, kw);
@@ -966,13 +975,26 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
         uint64_t k[2] = {m->hdr->seed[0] ^ sp->fp, m->hdr->seed[1]};
         h = sluice__siphash13(k, key, len);
     }
-    uint8_t tag = (uint8_t)(h >> 32) | 1; /* never 0 */
+    q->tag = (uint8_t)(h >> 32) | 1; /* never 0 */
     /* two buckets may hold the key: the first choice, where keys go while
      * it has room, and the second */
-    uint64_t b1 = (uint64_t)(((unsigned __int128)h * m->buckets) >> 64);
-    uint64_t b2 = (uint64_t)(((unsigned __int128)((h << 32) | (h >> 32)) * m->buckets) >> 64);
-    bucket_header *bt[2] = {bucket_at(m, b1), bucket_at(m, b2)};
-    int n = b2 != b1 ? 2 : 1;
+    q->b1 = (uint64_t)(((unsigned __int128)h * m->buckets) >> 64);
+    q->b2 = (uint64_t)(((unsigned __int128)((h << 32) | (h >> 32)) * m->buckets) >> 64);
+    q->bt[0] = bucket_at(m, q->b1);
+    q->bt[1] = bucket_at(m, q->b2);
+    q->n = q->b2 != q->b1 ? 2 : 1;
+    return 0;
+}
+
+/* Decides on the located key. */
+static inline __attribute__((always_inline)) int acquire_located(shm_store *m, const located *q,
+                                                                 const uint64_t *kw, size_t len,
+                                                                 int64_t cost, int64_t now_ms,
+                                                                 sluice_decision *d) {
+    const spolicy *sp = q->sp;
+    bucket_header *const *bt = q->bt;
+    int n = q->n, rc;
+    uint8_t tag = q->tag;
     uint64_t stack_buf[160], *buf = stack_buf;
     if (sp->words > sizeof stack_buf / sizeof stack_buf[0] && !(buf = malloc(sp->words * sizeof *buf)))
         return SLUICE_ENOMEM;
@@ -986,7 +1008,7 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
         }
         /* new (or to convert): under both buckets' locks (in order), after
          * a look there (another process may just have added it) */
-        bucket_header *locked[2] = {bt[b1 < b2 ? 0 : 1], bt[b1 < b2 ? 1 : 0]};
+        bucket_header *locked[2] = {bt[q->b1 < q->b2 ? 0 : 1], bt[q->b1 < q->b2 ? 1 : 0]};
         for (int i = 0; i < n; i++) bucket_lock(locked[i]);
         seen = 0;
         sl = find_key(m, bt, n, tag, sp->fp, kw, len, &seen, &home);
@@ -998,12 +1020,59 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
             }
         unlock_all(locked, n);
         if (!sl) {
-            sluice__store_errf(s, "shm store is full of keys that are not fresh (buckets of %u)", m->spb);
+            sluice__store_errf(&m->head, "shm store is full of keys that are not fresh (buckets of %u)",
+                               m->spb);
             rc = SLUICE_EFULL;
         }
     }
     if (buf != stack_buf) free(buf);
     return rc;
+}
+
+static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t len,
+                          int64_t cost, int64_t now_ms, sluice_decision *d) {
+    shm_store *m = (shm_store *)s;
+    uint64_t kw[(SLUICE_KEY_MAX + 7) / 8]; /* the key in words, zero-padded */
+    located q;
+    int rc = locate(m, p, key, len, kw, &q);
+    return rc ? rc : acquire_located(m, &q, kw, len, cost, now_ms, d);
+}
+
+/* A batch, decided in order as one acquire_at each, BATCH requests at a
+ * time, as the memory store does (memory.c): their keys located first and
+ * their buckets' tags, then the slots the tags point to, fetched into the
+ * cache ahead. Keys longer than 16 bytes are decided one at a time. */
+#define BATCH 16
+static void shm_acquire_many(sluice_store *s, const sluice_request *reqs, size_t n, int64_t now_ms,
+                             sluice_decision *out, int *results) {
+    shm_store *m = (shm_store *)s;
+    located q[BATCH];
+    uint64_t kw[BATCH][2];
+    for (size_t base = 0; base < n; base += BATCH) {
+        size_t g = n - base < BATCH ? n - base : BATCH;
+        const sluice_request *rq = reqs + base;
+        int *res = results + base;
+        for (size_t i = 0; i < g; i++) __builtin_prefetch(rq[i].key);
+        for (size_t i = 0; i < g; i++) {
+            if (res[i] || rq[i].key_len > 16) continue;
+            res[i] = locate(m, rq[i].policy, rq[i].key, rq[i].key_len, kw[i], &q[i]);
+            if (res[i]) continue;
+            __builtin_prefetch(q[i].bt[0]->tags);
+            __builtin_prefetch(q[i].bt[1]->tags);
+        }
+        for (size_t i = 0; i < g; i++) {
+            if (res[i] || rq[i].key_len > 16) continue;
+            uint64_t mask = tag_matches(m, q[i].bt[0], q[i].tag);
+            if (mask) __builtin_prefetch(slot_at(m, q[i].bt[0], (uint32_t)__builtin_ctzll(mask)), 1);
+        }
+        for (size_t i = 0; i < g; i++) {
+            if (res[i]) continue;
+            res[i] = rq[i].key_len > 16
+                         ? shm_acquire_at(s, rq[i].policy, rq[i].key, rq[i].key_len, rq[i].cost, now_ms,
+                                          &out[base + i])
+                         : acquire_located(m, &q[i], kw[i], rq[i].key_len, rq[i].cost, now_ms, &out[base + i]);
+        }
+    }
 }
 
 /* ---- the store ---- */
@@ -1233,6 +1302,7 @@ const sluice__store_ops sluice__shm_store = {
     .scheme = "shm",
     .open = shm_open_file,
     .acquire_at = shm_acquire_at,
+    .acquire_many = shm_acquire_many,
     .stats = shm_stats,
     .close = shm_close,
 };
