@@ -450,12 +450,13 @@ typedef struct {
 } sluice_request;
 /* Decides n requests at once, in order, at one reading of the store's
  * clock; a remote store sends them in one pipelined round trip, and the
- * in-process store fetches the state of 16 at a time into the cache before
- * deciding them (with many keys, about 2.5x the decisions per second of one
- * call each). results[i] gets what sluice_store_acquire would have returned
- * for request i, and out[i] its decision. Returns 0, or SLUICE_EINVAL for
- * NULL arguments. Each decision is atomic on its own; the batch as a whole
- * is not. */
+ * memory and shm stores fetch the state of 16 at a time into the cache
+ * before deciding them (with many keys, about 2.5x the decisions per second
+ * of one call each). results[i] gets what sluice_store_acquire would have
+ * returned for request i, and out[i] its decision. Returns 0, or
+ * SLUICE_EINVAL for NULL arguments. Each decision is atomic on its own; the
+ * batch as a whole is not. After a batch with failed requests,
+ * sluice_store_errmsg tells of one of them. */
 SLUICE_EXTERN int sluice_store_acquire_many(sluice_store *s, const sluice_request *reqs, size_t n,
                                             sluice_decision *out, int *results);
 /* Fills *out. Errors: SLUICE_EINVAL for NULL arguments. */

@@ -406,6 +406,10 @@ void sluice__memory_store_collide(sluice_store *s);
  * the general form (5: its state written, before the switch), so that a
  * test can stop or kill the process there. NULL in real use. */
 extern void (*sluice__shm_step_hook)(int step);
+/* Test hook (shm.c): from now on every key this handle of s looks up or
+ * adds hashes alike (one bucket, one tag), so that only the key comparison
+ * tells keys apart. Only on a new file: keys added before are not found. */
+void sluice__shm_store_collide(sluice_store *s);
 /* Test hook: whether s holds state for (p, key) now. */
 int sluice__memory_store_holds(sluice_store *s, const sluice_policy *p, const void *key, size_t len);
 

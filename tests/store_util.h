@@ -62,7 +62,7 @@ static inline sluice_stats stats(sluice_store *s) {
 
 /* Batches against single calls: random batches of 1..40 requests (longer
  * and shorter than a store's prefetch group of 16) over STORE_TEST_SPECS x
- * 24 keys (3 of them of 27..28 bytes, the rest of 2..3), keys repeated
+ * 24 keys (3 of them of 27..28 bytes, the rest of 2..16), keys repeated
  * within a batch, bad requests (cost 0, an empty
  * key, no policy) among good ones, go to store a through
  * sluice_store_acquire_many and, one sluice_store_acquire_at each at the
@@ -76,9 +76,11 @@ static inline long batches_equal_singles(sluice_store *a, sluice_clock *ca, slui
     enum { SPECS = sizeof spec / sizeof spec[0], KEYS = 24, MAX_BATCH = 40 };
     sluice_policy *pol[SPECS];
     for (size_t i = 0; i < SPECS; i++) pol[i] = policy(i % 2 ? "odd" : "even", spec[i]);
-    char keys[KEYS][32]; /* a few longer than 16 bytes (hashed and kept otherwise) */
-    for (int k = 0; k < KEYS; k++)
-        snprintf(keys[k], sizeof keys[k], k % 8 == 7 ? "a-key-longer-than-16-bytes-%d" : "k%d", k);
+    char keys[KEYS][32]; /* 2..16 bytes, and 3 longer (hashed and kept otherwise) */
+    for (int k = 0; k < KEYS; k++) {
+        if (k % 8 == 7) snprintf(keys[k], sizeof keys[k], "a-key-longer-than-16-bytes-%d", k);
+        else snprintf(keys[k], sizeof keys[k], "k%0*d", 1 + (k * 5) % 15, k);
+    }
     uint64_t rs = seed;
     long failures = 0, decided = 0;
     for (long n_batch = 0; n_batch < batches && failures == 0; n_batch++) {
@@ -122,6 +124,39 @@ static inline long batches_equal_singles(sluice_store *a, sluice_clock *ca, slui
     printf("     %ld decisions in %ld batches; %lld forgotten, %lld evicted\n", decided, batches,
            (long long)st.forgotten, (long long)st.evicted);
     for (size_t i = 0; i < SPECS; i++) sluice_policy_free(pol[i]);
+    return failures;
+}
+
+/* Keys that differ only past their first 8 bytes (9..16 bytes long, one
+ * prefix, NUL bytes in the rest) stay apart: each gets a bucket of its own
+ * (capacity 1: its first request allowed, its second denied). s holds at
+ * least 40 keys and puts them where their comparison decides (one bucket,
+ * or colliding hashes). Returns the number of keys mixed up (printed). */
+static inline long prefix_keys_stay_apart(sluice_store *s) {
+    sluice_policy *p = policy("one", "token-bucket capacity=1 rate=1/30d");
+    enum { PER_LEN = 5 };
+    long failures = 0;
+    for (int round = 0; round < 2; round++) {
+        for (size_t len = 9; len <= 16; len++) {
+            for (int j = 0; j < PER_LEN; j++) {
+                uint8_t key[16] = {'A', 'B', 'C', 'D', 'E', 'F', 'G', 'H'};
+                key[8] = (uint8_t)(j * 3); /* 0 for j = 0 */
+                key[len - 1] = (uint8_t)('a' + j);
+                sluice_decision d;
+                int rc = sluice_store_acquire_at(s, p, key, len, 1, 1000, &d);
+                if (rc != 0 || d.allowed != (round == 0)) {
+                    fprintf(stderr, "key of %zu bytes #%d, request %d: rc %d allowed %d\n", len, j,
+                            round + 1, rc, d.allowed);
+                    failures++;
+                }
+            }
+        }
+    }
+    if (stats(s).keys != 8 * PER_LEN) {
+        fprintf(stderr, "%lld keys held, %d expected\n", (long long)stats(s).keys, 8 * PER_LEN);
+        failures++;
+    }
+    sluice_policy_free(p);
     return failures;
 }
 

@@ -546,6 +546,17 @@ TEST(ten_million_keys_bounded_memory) {
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* Keys compared as two words: keys alike in their first 8 bytes stay
+ * apart, with every key's hash alike so that the comparison decides. */
+TEST(keys_alike_in_their_first_word_stay_apart) {
+    sluice_store *s = open_store("memory:?max_keys=64", NULL);
+    CHECK(s != NULL);
+    if (!s) return;
+    sluice__memory_store_collide(s);
+    CHECK_EQ(prefix_keys_stay_apart(s), 0);
+    sluice_store_close(s);
+}
+
 /* ---- batches ---- */
 
 /* sluice_store_acquire_many equals one sluice_store_acquire_at each (see
@@ -570,5 +581,6 @@ TEST_MAIN(per_key_state_is_independent, keys_are_binary_safe, bad_urls_and_optio
           full_store_refuses_new_keys_changing_nothing, full_store_evicts_least_recently_used,
           changed_policy_starts_fresh, differential_lossless_forgetting, differential_forced_eviction,
           differential_all_keys_collide, refuse_is_exact_for_held_keys,
-          acquire_many_equals_one_acquire_at_each, threads_race_first_request_on_one_key,
+          keys_alike_in_their_first_word_stay_apart, acquire_many_equals_one_acquire_at_each,
+          threads_race_first_request_on_one_key,
           threads_over_shared_keys_never_over_admit, ten_million_keys_bounded_memory)

@@ -3,8 +3,9 @@
  * Per-key state in a table split into shards. A decision on a key the table
  * holds takes only that key's entry lock: it finds the entry without the
  * shard's lock (checking it under its own lock) and writes only the entry
- * (48 bytes, so neighbours may share its cache lines) and its thread's
- * count stripe. The shard's lock guards the table's shape: adding,
+ * (48 bytes, so neighbours may share its cache lines), its thread's count
+ * stripe and, when its reading is the highest yet, the store's time. The
+ * shard's lock guards the table's shape: adding,
  * forgetting and evicting keys, which also take the entry's lock (always
  * after the shard's), so a key is never dropped in the middle of its own
  * update. Counts of decisions go to per-thread stripes.

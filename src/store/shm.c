@@ -228,6 +228,7 @@ typedef struct {
     uint32_t spb, slot_bytes, bucket_bytes, bucket_header_bytes, key_bytes, state_bytes;
     sluice_on_full on_full;
     int aes; /* keys of up to 16 bytes: the AES hash (the file says so) */
+    int collide; /* test hook: every key hashes alike */
     sluice__policy_set policies; /* items: spolicy */
 } shm_store;
 
@@ -740,6 +741,11 @@ static int decide_fast(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
             sluice__gcra_allowed(pp, bb, nb, shaper, d);
             sluice__store_time_raise(&m->hdr->now_ms, now);
         } else {
+            /* no CAS vouches for a denial: the key, born_ms and TAT it was
+             * worked out from are this key's only if the control word is
+             * still c after them (else the slot changed hands meanwhile) */
+            atomic_thread_fence(memory_order_acquire);
+            if (atomic_load_explicit(&sl->head.hi, memory_order_relaxed) != c) continue;
             sluice__gcra_denied(pp, bb, cost, d);
             atomic_fetch_add_explicit(&home->denied, 1, memory_order_relaxed);
         }
@@ -975,6 +981,7 @@ static inline __attribute__((always_inline)) int locate(shm_store *m, const slui
         uint64_t k[2] = {m->hdr->seed[0] ^ sp->fp, m->hdr->seed[1]};
         h = sluice__siphash13(k, key, len);
     }
+    if (m->collide) h = 0;
     q->tag = (uint8_t)(h >> 32) | 1; /* never 0 */
     /* two buckets may hold the key: the first choice, where keys go while
      * it has room, and the second */
@@ -1296,6 +1303,10 @@ out:
     }
     *out = &m->head;
     return 0;
+}
+
+void sluice__shm_store_collide(sluice_store *s) {
+    ((shm_store *)s)->collide = 1;
 }
 
 const sluice__store_ops sluice__shm_store = {
