@@ -1,8 +1,9 @@
 /* test_store_memory.c: the in-process store. Per-key decisions equal one
  * independent limiter per key on long random multi-key traces, also while a
  * tiny table forgets fresh keys all the time (and, under forced eviction,
- * every difference is explained by a counted eviction); races on first use;
- * bounded memory under ten million distinct keys; bad input. */
+ * every difference is explained by a counted eviction); batches equal one
+ * call each; keys alike in their first 8 bytes stay apart; races on first
+ * use; bounded memory under ten million distinct keys; bad input. */
 #include "check.h"
 #include "store_util.h"
 #include "internal.h"

@@ -7,6 +7,9 @@
  *                also alternating two handles on one file and across a
  *                close/reopen; a one-bucket table (max_keys=16) forgets fresh
  *                keys all the time and never evicts.
+ *  batches       sluice_store_acquire_many equals one acquire_at each, on two
+ *                copies of one small file (keys evicted mid-batch); keys
+ *                alike in their first 8 bytes, all hashed alike, stay apart.
  *  processes     forked processes, each opening its own store on one file
  *                (racing its creation), admit exactly a key's capacity;
  *                processes x threads likewise; a lagging reading never gets
