@@ -651,15 +651,15 @@ static slot *find_among(const shm_store *m, bucket_header *bh, uint64_t mask, ui
 }
 
 /* The key's slot in its n buckets bt (1 or 2), or NULL; *home: its
- * bucket. Without a lock. Both buckets' tags are read before any slot, so
- * at 1M keys their cache misses overlap. */
+ * bucket. Without a lock. The second bucket's tags are fetched before the
+ * first bucket's slots are read, so at 1M keys their cache misses overlap. */
 static slot *find_key(const shm_store *m, bucket_header *const bt[2], int n, uint8_t tag, uint64_t fp,
                       const uint64_t *kw, size_t len, uint64_t *seen, bucket_header **home) {
-    uint64_t m0 = tag_matches(m, bt[0], tag), m1 = n == 2 ? tag_matches(m, bt[1], tag) : 0;
-    slot *sl = find_among(m, bt[0], m0, fp, kw, len, seen);
+    __builtin_prefetch(bt[1]->tags);
+    slot *sl = find_among(m, bt[0], tag_matches(m, bt[0], tag), fp, kw, len, seen);
     *home = bt[0];
-    if (!sl && m1) {
-        sl = find_among(m, bt[1], m1, fp, kw, len, seen);
+    if (!sl && n == 2) {
+        sl = find_among(m, bt[1], tag_matches(m, bt[1], tag), fp, kw, len, seen);
         *home = bt[1];
     }
     return sl;
