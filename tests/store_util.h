@@ -127,6 +127,30 @@ static inline long batches_equal_singles(sluice_store *a, sluice_clock *ca, slui
     return failures;
 }
 
+/* batches_equal_singles on two stores opened at url_a and url_b (alike),
+ * each on its own manual clock; churn: the run must also have forgotten
+ * and evicted keys (a table small enough). Returns the differences, plus
+ * one for a store that did not open or a table that did not churn. */
+static inline long batches_on(const char *url_a, const char *url_b, long batches, uint64_t seed, int churn) {
+    sluice_clock *ca = sluice_clock_manual_new(1000), *cb = sluice_clock_manual_new(1000);
+    sluice_store *a = open_store(url_a, ca), *b = open_store(url_b, cb);
+    long failures = 1;
+    if (a && b) {
+        failures = batches_equal_singles(a, ca, b, cb, batches, seed);
+        sluice_stats st = stats(a);
+        if (churn && (st.forgotten == 0 || st.evicted == 0)) {
+            fprintf(stderr, "the table did not churn: %lld forgotten, %lld evicted\n",
+                    (long long)st.forgotten, (long long)st.evicted);
+            failures++;
+        }
+    }
+    sluice_store_close(a);
+    sluice_store_close(b);
+    sluice_clock_free(ca);
+    sluice_clock_free(cb);
+    return failures;
+}
+
 /* Keys that differ only past their first 8 bytes (9..16 bytes long, one
  * prefix, NUL bytes in the rest) stay apart: each gets a bucket of its own
  * (capacity 1: its first request allowed, its second denied). s holds at
