@@ -476,7 +476,8 @@ static void bench_size(uint32_t n_keys, const char *name, bench_case *out_mem1, 
     static bench_case mem_b, shm_b; /* batches: not a goal */
     bench_case *cs[6] = {out_mem1, out_shm1, out_mem2, out_shm2, &mem_b, &shm_b};
     static char labels[6][64];
-    const char *what[6] = {"memory: 1 thread", "shm:    1 process", "memory: 2 threads", "shm:    2 processes",
+    const char *what[6] = {"memory: 1 thread",           "shm:    1 process",
+                           "memory: 2 threads",          "shm:    2 processes",
                            "memory: acquire_many by 16", "shm:    acquire_many by 16"};
     for (int i = 0; i < 6; i++) {
         memset(cs[i], 0, sizeof *cs[i]);

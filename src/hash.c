@@ -110,7 +110,8 @@ int sluice__aeshash_available(void) {
     return 0;
 }
 
-uint64_t sluice__aeshash16_words(const uint64_t key[8], uint64_t tweak, uint64_t w0, uint64_t w1, size_t len) {
+uint64_t sluice__aeshash16_words(const uint64_t key[8], uint64_t tweak, uint64_t w0, uint64_t w1,
+                                 size_t len) {
     (void)tweak, (void)w0, (void)w1, (void)len;
     return key[0]; /* never called: sluice__aeshash_available() is 0 */
 }

@@ -425,7 +425,8 @@ int sluice__aeshash_available(void);
 uint64_t sluice__aeshash16(const uint64_t key[8], uint64_t tweak, const void *data, size_t len);
 /* The same of a key already in words (sluice__key_words), passed in
  * registers: no copy, and no load of words just stored. */
-uint64_t sluice__aeshash16_words(const uint64_t key[8], uint64_t tweak, uint64_t w0, uint64_t w1, size_t len);
+uint64_t sluice__aeshash16_words(const uint64_t key[8], uint64_t tweak, uint64_t w0, uint64_t w1,
+                                 size_t len);
 
 /* A key of 1..16 bytes zero-padded to 16, as the two words a memcpy into a
  * zeroed 16-byte block gives (w[0]: bytes 0..7), read with a few loads of

@@ -63,13 +63,13 @@ static inline sluice_stats stats(sluice_store *s) {
 /* Batches against single calls: random batches of 1..40 requests (longer
  * and shorter than a store's prefetch group of 16) over STORE_TEST_SPECS x
  * 24 keys (3 of them of 27..28 bytes, the rest of 2..16), keys repeated
- * within a batch, bad requests (cost 0, an empty
- * key, no policy) among good ones, go to store a through
- * sluice_store_acquire_many and, one sluice_store_acquire_at each at the
- * same reading, to store b. a and b are alike, each on its own manual
- * clock (ca, cb), moved alike between batches. Every result and decision
- * must be equal, and so must the stores' counts after each batch. Returns
- * the number of differences (each printed). Uses check.h's check_range_. */
+ * within a batch, bad requests (cost 0, an empty key, no policy) among
+ * good ones, go to store a through sluice_store_acquire_many and, one
+ * sluice_store_acquire_at each at the same reading, to store b. a and b
+ * are alike, each on its own manual clock (ca, cb), moved alike between
+ * batches. Every result and decision must be equal, and so must the
+ * stores' counts after each batch. Returns the number of differences (each
+ * printed). Uses check.h's check_range_. */
 static inline long batches_equal_singles(sluice_store *a, sluice_clock *ca, sluice_store *b,
                                          sluice_clock *cb, long batches, uint64_t seed) {
     static const char *const spec[] = {STORE_TEST_SPECS};
@@ -90,7 +90,8 @@ static inline long batches_equal_singles(sluice_store *a, sluice_clock *ca, slui
         size_t n = (size_t)check_range_(&rs, 1, MAX_BATCH);
         for (size_t i = 0; i < n; i++) {
             size_t sp = (size_t)check_range_(&rs, 0, SPECS - 1);
-            int key = (int)(check_range_(&rs, 0, 2) == 0 ? check_range_(&rs, 0, KEYS - 1) : check_range_(&rs, 0, 3));
+            int key = (int)(check_range_(&rs, 0, 2) == 0 ? check_range_(&rs, 0, KEYS - 1)
+                                                          : check_range_(&rs, 0, 3));
             req[i] = (sluice_request){pol[sp], keys[key], strlen(keys[key]), 1};
             int64_t roll = check_range_(&rs, 0, 99);
             if (roll < 10) req[i].cost = check_range_(&rs, 1, 3);
@@ -116,7 +117,8 @@ static inline long batches_equal_singles(sluice_store *a, sluice_clock *ca, slui
             fprintf(stderr, "batch %ld: the stores' counts differ\n", n_batch);
             failures++;
         }
-        int64_t step = check_range_(&rs, 0, 9) < 8 ? check_range_(&rs, 0, 5) : check_range_(&rs, 0, 200);
+        int64_t step =
+            check_range_(&rs, 0, 9) < 8 ? check_range_(&rs, 0, 5) : check_range_(&rs, 0, 200);
         sluice_clock_manual_advance(ca, step);
         sluice_clock_manual_advance(cb, step);
     }
@@ -131,7 +133,8 @@ static inline long batches_equal_singles(sluice_store *a, sluice_clock *ca, slui
  * each on its own manual clock; churn: the run must also have forgotten
  * and evicted keys (a table small enough). Returns the differences, plus
  * one for a store that did not open or a table that did not churn. */
-static inline long batches_on(const char *url_a, const char *url_b, long batches, uint64_t seed, int churn) {
+static inline long batches_on(const char *url_a, const char *url_b, long batches, uint64_t seed,
+                              int churn) {
     sluice_clock *ca = sluice_clock_manual_new(1000), *cb = sluice_clock_manual_new(1000);
     sluice_store *a = open_store(url_a, ca), *b = open_store(url_b, cb);
     long failures = 1;
@@ -152,7 +155,7 @@ static inline long batches_on(const char *url_a, const char *url_b, long batches
 }
 
 /* Keys that differ only past their first 8 bytes (9..16 bytes long, one
- * prefix, NUL bytes in the rest) stay apart: each gets a bucket of its own
+ * prefix, NUL bytes in the rest) stay apart: each keeps a limit of its own
  * (capacity 1: its first request allowed, its second denied). s holds at
  * least 40 keys and puts them where their comparison decides (one bucket,
  * or colliding hashes). Returns the number of keys mixed up (printed). */

@@ -161,7 +161,10 @@ static int registered_init(void *item, void *ctx) {
     (void)ctx;
     sluice_algorithm a = r->policy.parts[0].algorithm;
     r->inline_state = r->policy.n_parts == 1 && a != SLUICE_SLIDING_WINDOW && a != SLUICE_SLIDING_LOG;
-    r->gcra = r->policy.n_parts != 1 ? -1 : a == SLUICE_TOKEN_BUCKET ? 0 : a == SLUICE_LEAKY_BUCKET ? 1 : -1;
+    r->gcra = r->policy.n_parts != 1        ? -1
+              : a == SLUICE_TOKEN_BUCKET ? 0
+              : a == SLUICE_LEAKY_BUCKET ? 1
+                                         : -1;
     return 0;
 }
 
@@ -425,7 +428,8 @@ static int insert(memory_store *m, shard *sh, const registered *r, uint64_t h, u
 
 static uint64_t key_hash(const memory_store *m, unsigned pid, const key_ref *k) {
     if (m->collide) return 0;
-    if (k->len <= 16 && m->aes) return sluice__aeshash16_words(m->seed + 2, pid + 1, k->pad[0], k->pad[1], k->len);
+    if (k->len <= 16 && m->aes)
+        return sluice__aeshash16_words(m->seed + 2, pid + 1, k->pad[0], k->pad[1], k->len);
     uint64_t sk[2] = {m->seed[0] ^ ((uint64_t)(pid + 1) * UINT64_C(0x9e3779b97f4a7c15)), m->seed[1]};
     return sluice__siphash13(sk, k->bytes, k->len);
 }
@@ -470,10 +474,10 @@ static inline __attribute__((always_inline)) int prepare(memory_store *m, const 
 }
 
 /* Decides q (passed by its fields, which then stay in registers). */
-static inline __attribute__((always_inline)) int acquire_prepared(memory_store *m, unsigned pid, registered *r,
-                                                                  const key_ref *kp, uint64_t h, shard *sh,
-                                                                  int64_t cost, int64_t now_ms,
-                                                                  sluice_decision *d) {
+static inline __attribute__((always_inline)) int acquire_prepared(memory_store *m, unsigned pid,
+                                                                  registered *r, const key_ref *kp,
+                                                                  uint64_t h, shard *sh, int64_t cost,
+                                                                  int64_t now_ms, sluice_decision *d) {
     sluice_store *s = &m->head;
     int rc;
     /* store time never runs backwards: the highest reading admitted at */
