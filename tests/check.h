@@ -117,6 +117,16 @@ static inline double test_scale(void) {
     double v = s ? strtod(s, NULL) : 1.0;
     return v > 0 ? v : 1.0;
 }
+/* Built with ASan or TSan (slower): tests that would take too long there
+ * shrink, by test_scale_sanitized(factor) or on SANITIZED. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SANITIZED 1
+#else
+#define SANITIZED 0
+#endif
+static inline double test_scale_sanitized(double factor) {
+    return test_scale() * (SANITIZED ? factor : 1.0);
+}
 static inline int scaled(int n) {
     double v = n * test_scale();
     return v < 1 ? 1 : (int)v;

@@ -12,22 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
-
 static double scale(void) {
-    const char *s = getenv("SLUICE_TEST_SCALE");
-    double x = s ? atof(s) : 1.0;
-    return (x > 0 ? x : 1.0) * (SANITIZED ? 0.1 : 1.0);
+    return test_scale_sanitized(0.1);
 }
-
-
-
-
-
 
 /* ---- the seed's per-key scenario ---- */
 

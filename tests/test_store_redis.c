@@ -33,22 +33,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
-
 static double scale(void) {
-    const char *s = getenv("SLUICE_TEST_SCALE");
-    double x = s ? atof(s) : 1.0;
-    return (x > 0 ? x : 1.0) * (SANITIZED ? 0.25 : 1.0);
+    return test_scale_sanitized(0.25);
 }
 
 /* Readings the store takes in client-clock mode: +-2^50 ms. */
 #define T_EDGE (INT64_C(1) << 50)
-
-
 
 /* "redis://127.0.0.1:PORT?PARAMS" */
 static const char *url_of(char *buf, size_t len, int port, const char *params) {

@@ -54,11 +54,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
-#else
-#define SANITIZED 0
-#endif
 
 /* The file layout (src/store/shm.c, top comment), for the tests that write
  * a header or a lock word by hand. */
@@ -72,9 +67,7 @@
 #define BUCKET_COUNTERS_END 104 /* refused: five u64 at +64 .. +104         */
 
 static double scale(void) {
-    const char *s = getenv("SLUICE_TEST_SCALE");
-    double x = s ? atof(s) : 1.0;
-    return (x > 0 ? x : 1.0) * (SANITIZED ? 0.1 : 1.0);
+    return test_scale_sanitized(0.1);
 }
 
 static int64_t mono_ms(void) {
