@@ -254,6 +254,11 @@ typedef struct {
     atomic_uint contended; /* times a taker found it held (tests read it) */
 } sluice__lock;
 void sluice__lock_slow(sluice__lock *l);
+/* One round of waiting for a lock someone holds (spins: rounds so far):
+ * the first 64 pause the CPU, later ones yield it, for a holder preempted
+ * on an oversubscribed machine. Every lock of the library waits so: this
+ * one, the memory store's entry locks, the shm store's bucket locks. */
+void sluice__lock_wait(unsigned spins);
 static inline void sluice__lock_take(sluice__lock *l) {
     if (atomic_exchange_explicit(&l->held, 1, memory_order_acquire)) sluice__lock_slow(l);
 }

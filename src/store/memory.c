@@ -46,7 +46,6 @@
 #include "internal.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -139,11 +138,8 @@ static void count_decision(memory_store *m, const sluice_decision *d) {
  * changes around the entry (always taken after the shard's lock) ---- */
 
 static __attribute__((noinline)) void entry_lock_slow(entry *e) {
-    for (unsigned spins = 0; atomic_exchange_explicit(&e->busy, 1, memory_order_acquire); spins++) {
-        while (atomic_load_explicit(&e->busy, memory_order_relaxed)) {
-            if (++spins > 64) sched_yield();
-        }
-    }
+    for (unsigned spins = 0; atomic_exchange_explicit(&e->busy, 1, memory_order_acquire);)
+        while (atomic_load_explicit(&e->busy, memory_order_relaxed)) sluice__lock_wait(spins++);
 }
 
 static inline void entry_lock(entry *e) {

@@ -117,7 +117,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -372,7 +371,7 @@ static void bucket_lock(bucket_header *bh) {
             atomic_compare_exchange_strong_explicit(&bh->lock, &owner, me, memory_order_acquire,
                                                     memory_order_relaxed))
             return; /* its owner died holding it: the slots are whole (see top) */
-        if (spins > 16) sched_yield();
+        sluice__lock_wait(spins);
     }
 }
 
