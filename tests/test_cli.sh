@@ -10,20 +10,8 @@
 # ctest sets SLUICE_BIN (the built sluice) and SLUICE_SOURCE_DIR.
 set -u
 
-if [[ -z "${SLUICE_BIN:-}" || ! -x "${SLUICE_BIN}" ]]; then
-    echo "test_cli: SLUICE_BIN must name the built sluice binary (got '${SLUICE_BIN:-}')" >&2
-    exit 1
-fi
+. "$(dirname "$0")/cli_test.sh" test_cli
 src=${SLUICE_SOURCE_DIR:-$(cd "$(dirname "$0")/.." && pwd)}
-
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-cli.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
 
 # The shm: store is what makes separate invocations share a limit.
 if ! "$SLUICE_BIN" check probe --policy 'fixed-window limit=1 window=1s' --store "shm:$tmp/probe.shm" \
@@ -463,8 +451,4 @@ else
     fail "no docs/cli-demo.sh"
 fi
 
-if [[ $failures -ne 0 ]]; then
-    echo "test_cli: $failures failure(s)" >&2
-    exit 1
-fi
-echo "test_cli: ok"
+cli_test_end

@@ -10,19 +10,7 @@
 # PerKeyLimiter: token-bucket capacity=2 rate=1/s, every request at t=0.
 set -u
 
-if [[ -z "${SLUICE_BIN:-}" || ! -x "${SLUICE_BIN}" ]]; then
-    echo "test_demo: SLUICE_BIN must name the built sluice binary (got '${SLUICE_BIN:-}')" >&2
-    exit 1
-fi
-
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-demo.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/cli_test.sh" test_demo
 
 # ---- sluice demo: the whole stdout ----
 
@@ -107,8 +95,4 @@ rc=$?
 [[ $rc -eq 0 ]] || fail "sluice version exited $rc, want 0"
 grep -Eq '^sluice [0-9]+\.[0-9]+\.[0-9]+$' "$tmp/out" || fail "sluice version printed '$(cat "$tmp/out")'"
 
-if [[ $failures -ne 0 ]]; then
-    echo "test_demo: $failures failure(s)" >&2
-    exit 1
-fi
-echo "test_demo: ok"
+cli_test_end

@@ -8,10 +8,8 @@
 # REDIS_CLI override the programs' names.
 set -u
 
-if [[ -z "${SLUICE_BIN:-}" || ! -x "${SLUICE_BIN}" ]]; then
-    echo "test_redis_cli: SLUICE_BIN must name the built sluice binary (got '${SLUICE_BIN:-}')" >&2
-    exit 1
-fi
+. "$(dirname "$0")/cli_test.sh" test_redis_cli
+
 redis_server=${REDIS_SERVER:-redis-server}
 redis_cli=${REDIS_CLI:-redis-cli}
 for prog in "$redis_server" "$redis_cli"; do
@@ -25,13 +23,6 @@ if "$SLUICE_BIN" simulate 'fixed-window limit=1 window=1s' --store 'redis://127.
     exit 0
 fi
 
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-redis-cli.XXXXXX") || exit 1
 server_pid=
 cleanup() {
     if [[ -n "$server_pid" ]]; then
@@ -187,8 +178,4 @@ rc=$?
 [[ $rc -eq 2 ]] || fail "bad store URL: exit $rc, want 2"
 grep -q "clock=sometimes" "$tmp/err" || fail "bad store URL: message does not name clock=sometimes: $(cat "$tmp/err")"
 
-if [[ $failures -ne 0 ]]; then
-    echo "test_redis_cli: $failures failure(s)" >&2
-    exit 1
-fi
-echo "test_redis_cli: ok ($case_no traces identical on redis:// and memory:)"
+cli_test_end "$case_no traces identical on redis:// and memory:"

@@ -7,19 +7,7 @@
 # ctest sets SLUICE_BIN to the built sluice binary.
 set -u
 
-if [[ -z "${SLUICE_BIN:-}" || ! -x "${SLUICE_BIN}" ]]; then
-    echo "test_simulate: SLUICE_BIN must name the built sluice binary (got '${SLUICE_BIN:-}')" >&2
-    exit 1
-fi
-
-failures=0
-fail() {
-    echo "FAIL: $*" >&2
-    failures=$((failures + 1))
-}
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-simulate.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
+. "$(dirname "$0")/cli_test.sh" test_simulate
 
 # sim ARGS...: runs `sluice simulate ARGS` with $tmp/in on stdin; sets rc,
 # $tmp/out and $tmp/err.
@@ -519,8 +507,4 @@ awk '/ allowed=1 / {
     if (sum > 50) { print "key " k " has " sum " within 1000 ms at t=" t; bad = 1 }
 } END { exit bad }' "$tmp/out" >"$tmp/viol" || fail "sliding log: $(head -3 "$tmp/viol")"
 
-if [[ $failures -ne 0 ]]; then
-    echo "test_simulate: $failures failure(s)" >&2
-    exit 1
-fi
-echo "test_simulate: ok"
+cli_test_end
