@@ -948,8 +948,7 @@ static slot *add_key(shm_store *m, const spolicy *sp, bucket_header *const bt[2]
 /* A request's key located: its policy, hash tag and two buckets. */
 typedef struct {
     const spolicy *sp;
-    uint64_t b1, b2;
-    bucket_header *bt[2];
+    bucket_header *bt[2]; /* the first choice, the second */
     int n; /* buckets: 1 when both choices are one */
     uint8_t tag;
 } located;
@@ -984,11 +983,9 @@ static inline __attribute__((always_inline)) int locate(shm_store *m, const slui
     q->tag = (uint8_t)(h >> 32) | 1; /* never 0 */
     /* two buckets may hold the key: the first choice, where keys go while
      * it has room, and the second */
-    q->b1 = (uint64_t)(((unsigned __int128)h * m->buckets) >> 64);
-    q->b2 = (uint64_t)(((unsigned __int128)((h << 32) | (h >> 32)) * m->buckets) >> 64);
-    q->bt[0] = bucket_at(m, q->b1);
-    q->bt[1] = bucket_at(m, q->b2);
-    q->n = q->b2 != q->b1 ? 2 : 1;
+    q->bt[0] = bucket_at(m, (uint64_t)(((unsigned __int128)h * m->buckets) >> 64));
+    q->bt[1] = bucket_at(m, (uint64_t)(((unsigned __int128)((h << 32) | (h >> 32)) * m->buckets) >> 64));
+    q->n = q->bt[1] != q->bt[0] ? 2 : 1;
     return 0;
 }
 
@@ -1014,7 +1011,8 @@ static inline __attribute__((always_inline)) int acquire_located(shm_store *m, c
         }
         /* new (or to convert): under both buckets' locks (in order), after
          * a look there (another process may just have added it) */
-        bucket_header *locked[2] = {bt[q->b1 < q->b2 ? 0 : 1], bt[q->b1 < q->b2 ? 1 : 0]};
+        int lower = bt[0] < bt[1] ? 0 : 1; /* buckets lie in index order */
+        bucket_header *locked[2] = {bt[lower], bt[1 - lower]};
         for (int i = 0; i < n; i++) bucket_lock(locked[i]);
         seen = 0;
         sl = find_key(m, bt, n, tag, sp->fp, kw, len, &seen, &home);
