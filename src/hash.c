@@ -116,9 +116,3 @@ uint64_t sluice__aeshash16_words(const uint64_t key[8], uint64_t tweak, uint64_t
     return key[0]; /* never called: sluice__aeshash_available() is 0 */
 }
 #endif
-
-uint64_t sluice__aeshash16(const uint64_t key[8], uint64_t tweak, const void *data, size_t len) {
-    uint64_t w[2];
-    sluice__key_words(data, len, w);
-    return sluice__aeshash16_words(key, tweak, w[0], w[1], len);
-}

@@ -425,11 +425,10 @@ uint64_t sluice__siphash13(const uint64_t key[2], const void *data, size_t len);
 SLUICE__SHARED uint64_t sluice__siphash24(const uint64_t key[2], const void *data, size_t len);
 /* A keyed hash of keys of 1..16 bytes on three AES rounds (hash.c), for
  * CPUs with AES instructions: sluice__aeshash_available(). key: 8 random
- * words (four 128-bit round keys); tweak < 2^56 tells uses apart. */
+ * words (four 128-bit round keys); tweak < 2^56 tells uses apart. The key
+ * comes as its two words (sluice__key_words), in registers: no copy, and
+ * no load of words just stored. */
 int sluice__aeshash_available(void);
-uint64_t sluice__aeshash16(const uint64_t key[8], uint64_t tweak, const void *data, size_t len);
-/* The same of a key already in words (sluice__key_words), passed in
- * registers: no copy, and no load of words just stored. */
 uint64_t sluice__aeshash16_words(const uint64_t key[8], uint64_t tweak, uint64_t w0, uint64_t w1,
                                  size_t len);
 
