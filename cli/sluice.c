@@ -65,7 +65,13 @@ static void usage(FILE *out) {
         fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
 }
 
-static int no_arguments(int argc, char **argv) {
+/* For a command that takes no arguments but --help: 0 to go on, -1 when
+ * its help (what, one line) was printed, 2 for anything else. */
+static int no_arguments(int argc, char **argv, const char *what) {
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        printf("usage: sluice %s\n\n%s\n", argv[0], what);
+        return -1;
+    }
     if (argc > 1) {
         fprintf(stderr, "sluice %s: unexpected argument '%s'\n", argv[0], argv[1]);
         return 2;
@@ -81,8 +87,8 @@ static int cmd_help(int argc, char **argv) {
 }
 
 static int cmd_version(int argc, char **argv) {
-    int rc = no_arguments(argc, argv);
-    if (rc) return rc;
+    int rc = no_arguments(argc, argv, "Prints the version of sluice.");
+    if (rc) return rc < 0 ? 0 : rc;
     printf("sluice %s\n", sluice_version());
     return 0;
 }
@@ -349,8 +355,11 @@ static void demo_threads(void) {
 }
 
 static int cmd_demo(int argc, char **argv) {
-    int rc = no_arguments(argc, argv);
-    if (rc) return rc;
+    int rc = no_arguments(argc, argv,
+                          "Replays the scenarios of the design sluice grew from (a token bucket, a\n"
+                          "sliding and a fixed window, per-key limits, threads) on a manual clock,\n"
+                          "so its output is the same every run.");
+    if (rc) return rc < 0 ? 0 : rc;
     demo_failed = 0;
     demo_token_bucket();
     if (!demo_failed) demo_sliding_window();
@@ -392,8 +401,9 @@ static const char simulate_help[] =
     "                     'redis://127.0.0.1:6379' (clock=client is added, so\n"
     "                     Redis decides at the trace's times)\n"
     "  --allow-backwards  accept times that decrease. A store's time never runs\n"
-    "                     backwards: an earlier time is decided at the highest\n"
-    "                     time seen so far, and the durations count from there.\n"
+    "                     backwards: an earlier time is decided as the highest\n"
+    "                     time seen so far, and its waits are lengthened to count\n"
+    "                     from the line's own time.\n"
     "  -h, --help         this help\n"
     "\n"
     "exit status: 0 when every line was decided; 2 for a bad SPEC, option or store\n"
@@ -1050,7 +1060,8 @@ static int policy_has_leaky_bucket(const sluice_policy *p) {
 #define CLI_STORE_HELP                                                                       \
     "  --store URL      where the limits live. Default: the per-user shared-memory\n"        \
     "                   file shm:$XDG_RUNTIME_DIR/sluice.shm, or shm:/tmp/sluice-UID.shm\n"  \
-    "                   when XDG_RUNTIME_DIR is unset (sluice stats prints which).\n"        \
+    "                   when XDG_RUNTIME_DIR is unset or not an absolute directory\n"       \
+    "                   (sluice stats prints which).\n"                                     \
     "                   Others: shm:PATH[?max_keys=N], redis://HOST:PORT[/DB] for many\n"    \
     "                   hosts; memory: lives and dies with one invocation\n"
 
@@ -1068,15 +1079,16 @@ static const char check_help[] =
     "after which this request is admitted (one ms less is still denied);\n"
     "reset_ms: until the limit is fresh again. When SPEC has a leaky-bucket part,\n"
     "the line ends with delay_ms=Z: how long an admitted request should wait\n"
-    "before it proceeds. \"enforced=false\" is added when a remote store failed\n"
-    "and admitted without counting (on_error=allow).\n"
+    "before it proceeds. \"enforced=false\" is added when a remote store could not\n"
+    "decide: on_error=allow (its default) admits without counting, deny denies.\n"
     "With --json, one JSON object with every field of the decision instead:\n"
     "  {\"allowed\":true,\"remaining\":1,\"retry_after_ms\":0,\"reset_ms\":60000,\"delay_ms\":0,\n"
     "   \"limit\":2,\"enforced\":true,\"part\":0}\n"
     "\n"
     "options:\n"
-    "  KEY, --key KEY   what is limited: 1..512 bytes (a user, a host, a job);\n"
-    "                   use --key for a KEY that begins with '-'\n"
+    "  KEY, --key KEY   what is limited: 1..512 bytes (a user, a host, a job; the\n"
+    "                   default store's file holds up to 128); use --key for a\n"
+    "                   KEY that begins with '-'\n"
     CLI_POLICY_HELP
     "  --cost N         what the request costs (default 1); a cost above the least\n"
     "                   limit of SPEC can never be admitted: an error\n"
@@ -1171,7 +1183,8 @@ static const char run_help[] =
     "found or run counts nothing.\n"
     "\n"
     "options:\n"
-    "  KEY, --key KEY   what is limited: 1..512 bytes\n"
+    "  KEY, --key KEY   what is limited: 1..512 bytes (the default store's file\n"
+    "                   holds up to 128)\n"
     CLI_POLICY_HELP
     "  --wait           wait for as long as it takes\n"
     "  --wait=TIMEOUT   wait at most TIMEOUT\n"

@@ -309,12 +309,17 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  * URL query parameters override the options struct. Unknown or malformed
  * parameters are SLUICE_EINVAL, with a message naming them.
  *   memory:   max_keys=N, on_full=evict|refuse
- *   shm:      max_keys=N (default 100,000), on_full=evict|refuse,
- *             key_bytes=N (longest key, default 128), state_bytes=N (state
- *             per key, default 256): fixed when the file is made; the file
- *             is created 0600 and refused when it belongs to another user,
- *             is open to others, or is not an intact sluice file. A key
- *             lives in one of two 16-slot buckets; "full" is those two.
+ *   shm:      max_keys=N (default 100,000), key_bytes=N (longest key,
+ *             default 128), state_bytes=N (state per key, default 256):
+ *             fixed when the file is made (a later open that asks for
+ *             other values is SLUICE_EINVAL; one that names none takes the
+ *             file's); on_full=evict|refuse: each open's own, for the new
+ *             keys it adds. The file is created 0600 and refused when it
+ *             belongs to another user, is open to others, or is not an
+ *             intact sluice file (an empty file, or one whose set-up was
+ *             cut short before its header was complete, is set up anew). A
+ *             key lives in one of two 16-slot buckets (max_keys <= 64: one
+ *             bucket of max_keys slots); "full" is those two.
  *             Decisions on a key are lock-free: a process stopped or
  *             killed in the middle of one blocks no other (the next to
  *             meet its update finishes it); adding a key locks its two
@@ -394,7 +399,8 @@ typedef struct sluice_store_options {
     {sizeof(sluice_store_options), 0, SLUICE_ON_FULL_EVICT, NULL, SLUICE_ON_ERROR_ALLOW, 0, 0}
 
 /* A store's counters: since it was opened (memory:, redis://), or since its
- * file was made (shm:, where every process's decisions count). */
+ * file was made or last started fresh after a reboot (shm:, where every
+ * process's decisions count). */
 typedef struct sluice_stats {
     int64_t keys;      /* keys held now (Redis: DBSIZE, every name)        */
     int64_t capacity;  /* keys it can hold: max_keys (shm: rounded up to
@@ -426,8 +432,9 @@ SLUICE_EXTERN int sluice_store_open_err(const char *url, const sluice_store_opti
  * the store's own limit, a reading outside the accepted range, a policy this
  * store cannot hold: see the parameters above), SLUICE_EFULL (a new key, a
  * full store and on_full=refuse; or more than 4096 policies in one store),
- * SLUICE_ESTORE (a Redis failure with on_error=error), SLUICE_ENOMEM. Errors
- * and denials change no state. */
+ * SLUICE_ESTORE (a Redis failure with on_error=error; shm: an internal
+ * error that should never happen, named in the message), SLUICE_ENOMEM.
+ * Errors and denials change no state. */
 SLUICE_EXTERN int sluice_store_acquire(sluice_store *s, const sluice_policy *p, const void *key,
                                        size_t key_len, int64_t cost, sluice_decision *out);
 /* The same at the caller's reading now_ms of the store's clock. */
@@ -461,10 +468,11 @@ SLUICE_EXTERN int sluice_store_acquire_many(sluice_store *s, const sluice_reques
                                             sluice_decision *out, int *results);
 /* Fills *out. Errors: SLUICE_EINVAL for NULL arguments. */
 SLUICE_EXTERN int sluice_store_stats(sluice_store *s, sluice_stats *out);
-/* The message of the calling thread's last failed call on s, or of its last
- * decision that a remote store could not enforce (the server's own words);
- * "" when there is none. Per thread, so it
- * is safe while other threads use s; valid until this thread's next call. */
+/* The message of the calling thread's last failed call, or of its last
+ * decision that a remote store could not enforce (the server's own words),
+ * when that call was on s; else "" (so ask right after the call). Per
+ * thread, so it is safe while other threads use s; valid until this
+ * thread's next call. */
 SLUICE_EXTERN const char *sluice_store_errmsg(const sluice_store *s);
 /* The store's URL scheme name ("memory"). */
 SLUICE_EXTERN const char *sluice_store_kind(const sluice_store *s);

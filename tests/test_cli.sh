@@ -66,7 +66,7 @@ fi
 # ---- help ------------------------------------------------------------------
 
 "$SLUICE_BIN" help >"$tmp/help"
-for cmd in check run pipe stats; do
+for cmd in check run pipe stats simulate demo version; do
     grep -Eq "^  $cmd " "$tmp/help" || fail "sluice help does not list $cmd"
     for flag in --help -h; do
         sl "$cmd" "$flag"
@@ -75,6 +75,11 @@ for cmd in check run pipe stats; do
         [[ -s "$tmp/err" ]] && fail "$cmd $flag wrote to stderr: $(cat "$tmp/err")"
         grep -Eq -- '--manual-clock|--trace-file' "$tmp/out" && fail "$cmd $flag shows a test-only option"
     done
+done
+for cmd in demo version; do
+    sl "$cmd" extra
+    want "$cmd extra" 2
+    grep -q "unexpected argument 'extra'" "$tmp/err" || fail "$cmd extra: no message naming the argument"
 done
 sl check --help
 for word in '--policy SPEC' '--cost N' '--json' '--name NAME' '--store URL' 'exit status'; do

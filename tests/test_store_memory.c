@@ -89,9 +89,12 @@ TEST(bad_urls_and_options) {
     const char *bad[] = {"memory", "", "nosuch:", "memory:/tmp/x", "memory:?max_keys=abc",
                          "memory:?max_keys=0", "memory:?max_keys=1000000001", "memory:?max_keys=",
                          "memory:?on_full=maybe", "memory:?foo=1", "memory:?max_keys=5&max_keys=6",
-                         "memory:?novalue", "memory:?max_keys=-1", "memory:?max_keys=99999999999999999999"};
+                         "memory:?novalue", "memory:?max_keys=-1", "memory:?max_keys=99999999999999999999",
+                         /* the Redis store's own parameters mean nothing here */
+                         "memory:?on_error=deny", "memory:?timeout_ms=5", "memory:?connect_timeout_ms=5"};
     const char *names[] = {"scheme", "scheme", "nosuch", "path", "max_keys", "max_keys", "max_keys",
-                           "max_keys", "on_full", "foo", "twice", "novalue", "max_keys", "max_keys"};
+                           "max_keys", "on_full", "foo", "twice", "novalue", "max_keys", "max_keys",
+                           "on_error", "timeout_ms", "connect_timeout_ms"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         sluice_store *s = (sluice_store *)1;
         char err[256] = "";

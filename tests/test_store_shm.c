@@ -324,7 +324,8 @@ TEST(bad_urls) {
     } bad[] = {{"key_bytes=0", "key_bytes"},     {"key_bytes=513", "key_bytes"},
                {"state_bytes=8", "state_bytes"}, {"state_bytes=2000000", "state_bytes"},
                {"max_keys=0", "max_keys"},       {"nosuch=1", "nosuch"},
-               {"on_full=maybe", "on_full"},     {"key_bytes=12&key_bytes=12", "twice"}};
+               {"on_full=maybe", "on_full"},     {"key_bytes=12&key_bytes=12", "twice"},
+               {"on_error=deny", "on_error"},    {"timeout_ms=5", "timeout_ms"}}; /* Redis's */
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         shm_url(url, sizeof url, path, bad[i].query);
         sluice_store *s = (sluice_store *)1;

@@ -492,6 +492,7 @@ static inline __attribute__((always_inline)) int acquire_prepared(memory_store *
             shard_held = 0;
         } else if ((rc = insert(m, sh, r, h, pid, kp, now_ms, &e)) != 0) {
             sluice__lock_give(&sh->lock);
+            if (rc == SLUICE_ENOMEM) sluice__store_errf(s, "out of memory");
             return rc;
         } else {
             is_new = 1; /* the shard's lock stays held for its first decision */

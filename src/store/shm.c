@@ -22,7 +22,8 @@
  *          +112 the AES hash's round keys  u64[8]
  *   4096   buckets, each: header (align64(128 + align8(slots per bucket)) bytes)
  *          +0   lock: owner (start << 32 | pid), 0 free   atomic u64
- *          +8   bucket time: the highest reading a key was forgotten at  atomic i64
+ *          +8   bucket time: the highest reading a key was forgotten at,
+ *               kept as reading - SLUICE_TIME_MIN_MS (0: none)  atomic i64
  *          +64  allowed (by keys no longer held), denied, forgotten,
  *               evicted, refused           atomic u64 each
  *          +128 tags, one byte per slot, 8 to a u64   (a hint: 0 none)
@@ -814,6 +815,8 @@ static int decide_held(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
         if (now < born_ms) now = born_ms;
         int64_t fresh_at = INT64_MIN;
         int rc = decide_words(sp, buf, now, cost, d, &fresh_at);
+        if (rc == SLUICE_ESTORE)
+            sluice__store_errf(&m->head, "internal error: policy %s's state outgrew its slot", sp->policy.name);
         if (rc) return rc;
         touch(sl, now);
         if (d->allowed) {
@@ -999,8 +1002,10 @@ static inline __attribute__((always_inline)) int acquire_located(shm_store *m, c
     int n = q->n, rc;
     uint8_t tag = q->tag;
     uint64_t stack_buf[160], *buf = stack_buf;
-    if (sp->words > sizeof stack_buf / sizeof stack_buf[0] && !(buf = malloc(sp->words * sizeof *buf)))
+    if (sp->words > sizeof stack_buf / sizeof stack_buf[0] && !(buf = malloc(sp->words * sizeof *buf))) {
+        sluice__store_errf(&m->head, "out of memory");
         return SLUICE_ENOMEM;
+    }
     for (rc = NOT_HELD; rc == NOT_HELD || rc == CONVERT;) {
         bucket_header *home;
         uint64_t seen = 0;

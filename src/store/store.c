@@ -132,9 +132,12 @@ int sluice__url_choice(const sluice__url *url, size_t i, const char *const *name
 }
 
 /* The options struct, then the URL's common parameters over it. The kinds
- * read their own parameters; common ones are marked handled by zeroing. */
-static int read_options(const sluice_store_options *opts, sluice__url *url, sluice__store_config *cfg,
-                        char *err, size_t errlen) {
+ * read their own parameters; common ones are marked handled by zeroing.
+ * The remote stores' parameters (timeout_ms, connect_timeout_ms, on_error)
+ * are common only to remote kinds: a local kind finds them unhandled and
+ * names them as unknown. */
+static int read_options(const sluice_store_options *opts, sluice__url *url, int remote,
+                        sluice__store_config *cfg, char *err, size_t errlen) {
     sluice_store_options o = SLUICE_STORE_OPTIONS_INIT;
     if (opts) {
         if (opts->size < sizeof(size_t) || opts->size > 4096) {
@@ -173,13 +176,13 @@ static int read_options(const sluice_store_options *opts, sluice__url *url, slui
             int rc = sluice__url_int(url, i, 1, SLUICE_MAX_KEYS_MAX, &cfg->max_keys, err, errlen);
             if (rc) return rc;
             cfg->max_keys_given = 1;
-        } else if (sluice__url_is(url, i, "timeout_ms")) {
+        } else if (remote && sluice__url_is(url, i, "timeout_ms")) {
             int rc = sluice__url_int(url, i, 1, 3600000, &cfg->timeout_ms, err, errlen);
             if (rc) return rc;
-        } else if (sluice__url_is(url, i, "connect_timeout_ms")) {
+        } else if (remote && sluice__url_is(url, i, "connect_timeout_ms")) {
             int rc = sluice__url_int(url, i, 1, 3600000, &cfg->connect_timeout_ms, err, errlen);
             if (rc) return rc;
-        } else if (sluice__url_is(url, i, "on_error")) { /* in sluice_on_error's order */
+        } else if (remote && sluice__url_is(url, i, "on_error")) { /* in sluice_on_error's order */
             static const char *const names[] = {"allow", "deny", "error"};
             int k, rc = sluice__url_choice(url, i, names, 3, &k, err, errlen);
             if (rc) return rc;
@@ -210,8 +213,6 @@ int sluice_store_open_err(const char *url_text, const sluice_store_options *opts
     }
     int rc = parse_url(url_text, &url, err, errlen);
     if (rc) return rc;
-    rc = read_options(opts, &url, &cfg, err, errlen);
-    if (rc) return rc;
     const sluice__store_ops *kind = kind_named(url.scheme);
     if (!kind) {
         if (!strcmp(url.scheme, "redis") || !strcmp(url.scheme, "redis-cluster"))
@@ -223,6 +224,9 @@ int sluice_store_open_err(const char *url_text, const sluice_store_options *opts
                          "shm:PATH, redis:// or redis-cluster://)", url.scheme);
         return SLUICE_EINVAL;
     }
+    int remote = kind != &sluice__memory_store && kind != &sluice__shm_store;
+    rc = read_options(opts, &url, remote, &cfg, err, errlen);
+    if (rc) return rc;
     rc = kind->open(&url, &cfg, out, err, errlen);
     if (rc == 0) {
         (*out)->ops = kind;
