@@ -401,15 +401,16 @@ static const char simulate_help[] =
     "                     'redis://127.0.0.1:6379' (clock=client is added, so\n"
     "                     Redis decides at the trace's times)\n"
     "  --allow-backwards  accept times that decrease. A store's time never runs\n"
-    "                     backwards: an earlier time is decided as the highest\n"
-    "                     time seen so far, and its waits are lengthened to count\n"
-    "                     from the line's own time.\n"
+    "                     backwards: an earlier time is decided at the highest\n"
+    "                     time a request was admitted at, and its waits are\n"
+    "                     lengthened to count from the line's own time.\n"
     "  -h, --help         this help\n"
     "\n"
     "exit status: 0 when every line was decided; 2 for a bad SPEC, option or store\n"
-    "URL, and for a bad line (a bad time, key or cost, a time that goes back, a\n"
-    "cost above what the policy can ever admit) or a store error (e.g. a full\n"
-    "store that refuses a new key), reported on stderr as\n"
+    "URL (or a store that cannot be opened), and for a bad line (a bad time, key\n"
+    "or cost, a time that goes back, a cost above what the policy can ever\n"
+    "admit) or a store error (e.g. a full store that refuses a new key),\n"
+    "reported on stderr as\n"
     "'sluice simulate: line N: WHAT' once the lines before it are printed (the\n"
     "run stops there: nothing is skipped); 1 when reading or writing fails.\n"
     "\n"
@@ -590,7 +591,7 @@ static int cmd_simulate(int argc, char **argv) {
         fprintf(stderr, "sluice simulate: store %s: %s\n", a.store_url, *err ? err : sluice_strerror(rc));
         sluice_clock_free(clk);
         sluice_policy_free(policy);
-        return rc == SLUICE_EINVAL ? 2 : 1;
+        return 2;
     }
 
     char *line = NULL;

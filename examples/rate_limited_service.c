@@ -102,7 +102,9 @@ static int rate_limited_place(void *self, const order *o, order_result *out) {
      * anyone, so it is refused here rather than let through unlimited. */
     size_t n = o->client_id ? strnlen(o->client_id, SLUICE_KEY_MAX + 1) : 0;
     if (n < 1 || n > SLUICE_KEY_MAX) return ORDER_INVALID;
-    /* A store that cannot decide fails closed. */
+    /* A store error fails closed. (A remote store that cannot reach its
+     * server returns no error by default: on_error=allow admits, with
+     * d.enforced false; open it with on_error=error to fail closed here.) */
     if (sluice_store_acquire(r->store, r->policy, o->client_id, n, 1, &d) != SLUICE_OK)
         return ORDER_FAILED;
     if (!d.allowed) {

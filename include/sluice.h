@@ -110,7 +110,8 @@ SLUICE_EXTERN sluice_clock *sluice_clock_manual_new(int64_t start_ms);
 /* Moves a manual clock by ms (negative moves it back). No-op on other clocks.
  * The reading saturates at the accepted time range. */
 SLUICE_EXTERN void sluice_clock_manual_advance(sluice_clock *c, int64_t ms);
-/* Sets a manual clock; it may go backwards. No-op on other clocks. */
+/* Sets a manual clock; it may go backwards. No-op on other clocks. A
+ * reading outside the accepted time range is clamped to it. */
 SLUICE_EXTERN void sluice_clock_manual_set(sluice_clock *c, int64_t now_ms);
 /* A clock from callbacks: now_ms(user) gives readings; sleep_ms(user, ms)
  * waits (NULL: a real sleep of the calling thread). The callbacks must be
@@ -133,10 +134,10 @@ SLUICE_EXTERN void sluice_clock_free(sluice_clock *c);
 
 typedef enum {
     SLUICE_TOKEN_BUCKET = 1, /* limit = capacity C, rate R per period_ms P   */
-    SLUICE_SLIDING_WINDOW,   /* limit L per window period_ms W; rate unused  */
-    SLUICE_FIXED_WINDOW,     /* limit L per window period_ms W; rate unused  */
+    SLUICE_SLIDING_WINDOW,   /* limit L per window period_ms W; rate 0       */
+    SLUICE_FIXED_WINDOW,     /* limit L per window period_ms W; rate 0       */
     SLUICE_LEAKY_BUCKET,     /* limit = queue capacity C, drains R per P ms  */
-    SLUICE_SLIDING_LOG       /* limit L per window period_ms W; rate unused  */
+    SLUICE_SLIDING_LOG       /* limit L per window period_ms W; rate 0       */
 } sluice_algorithm;
 
 /* Plain data; copy it freely. For the window algorithms rate is 0 and
@@ -162,7 +163,8 @@ SLUICE_EXTERN int sluice_config_validate(const sluice_config *c, char *err, size
  *   token-bucket capacity=3 rate=1/s        gcra rate=100/s burst=20
  *   sliding-window limit=10 window=1s       fixed-window limit=1000 window=1h
  *   leaky-bucket capacity=5 rate=10/s       sliding-log limit=10 window=1m
- * Durations are an integer and a unit (ms, s, m, h, d); a bare "s" means 1 s.
+ * Durations are an integer and a unit (ms, s, m, h, d); a unit alone means
+ * one of it ("rate=10/s", "window=m").
  * A rate is N/DURATION ("5/15m"). "gcra rate=R burst=B" is the token bucket
  * of capacity B. Parameters may come in any order, once each.
  * Returns 0 and a valid *out, or SLUICE_EINVAL with err saying what is wrong
@@ -193,8 +195,10 @@ SLUICE_EXTERN int sluice_config_format(const sluice_config *c, char *buf, size_t
  *  limit          the limit (capacity) of the configuration in force.
  *  part           index in the policy of the configuration that set limit
  *                 (the one with least remaining, the first on a tie).
- *  enforced       true, except when a remote store failed and its options
- *                 said to admit anyway (fail-open). */
+ *  enforced       true, except when a remote store could not decide: with
+ *                 on_error=allow (its default) the request is admitted
+ *                 without being counted, with on_error=deny it is denied
+ *                 with retry_after_ms 100; every other field is then 0. */
 typedef struct {
     bool allowed;
     bool enforced;
@@ -219,7 +223,9 @@ typedef struct sluice_policy sluice_policy;
 SLUICE_EXTERN int sluice_policy_new(const char *name, const sluice_config *parts, size_t n_parts,
                                     sluice_policy **out);
 /* Parses "config; config; ..." (see sluice_config_parse). Errors as
- * sluice_config_parse, with the position counted from the start of text. */
+ * sluice_config_parse, with the position counted from the start of text;
+ * also SLUICE_EINVAL for a bad name (the message names the byte) and
+ * SLUICE_ENOMEM. */
 SLUICE_EXTERN int sluice_policy_parse(const char *name, const char *text, sluice_policy **out,
                                       char *err, size_t errlen);
 /* Writes the policy's text form ("a; b"), as sluice_config_format. */
@@ -257,10 +263,12 @@ SLUICE_EXTERN void sluice_policy_free(sluice_policy *p);
 typedef struct sluice_limiter sluice_limiter;
 
 /* A one-part limiter named "default". clock NULL: the monotonic clock.
- * Errors: SLUICE_EINVAL (invalid c), SLUICE_ENOMEM. */
+ * Errors: SLUICE_EINVAL (invalid c, or the clock's reading now is outside
+ * the accepted time range), SLUICE_ENOMEM. */
 SLUICE_EXTERN int sluice_limiter_new(const sluice_config *c, const sluice_clock *clock,
                                      sluice_limiter **out);
-/* A limiter for a policy (copied: p may be freed afterwards). */
+/* A limiter for a policy (copied: p may be freed afterwards). Errors:
+ * SLUICE_EINVAL (NULL p or out, or a clock reading as above), SLUICE_ENOMEM. */
 SLUICE_EXTERN int sluice_limiter_new_policy(const sluice_policy *p, const sluice_clock *clock,
                                             sluice_limiter **out);
 /* Decides a request of cost at the clock's reading. Returns 0 with *out
@@ -278,8 +286,8 @@ SLUICE_EXTERN int sluice_acquire_at(sluice_limiter *l, int64_t cost, int64_t now
  * returns SLUICE_ETIMEDOUT at once when the wait the limiter asks for is
  * longer than what is left of the timeout. *out holds the last decision
  * (allowed, or the denial that made it give up). Sleeps on the limiter's
- * clock, so a manual clock makes it instant. Other errors as sluice_acquire.
- * Thread-safe. */
+ * clock, so a manual clock makes it instant. Other errors as sluice_acquire,
+ * and SLUICE_EINVAL for timeout_ms < 0. Thread-safe. */
 SLUICE_EXTERN int sluice_acquire_wait(sluice_limiter *l, int64_t cost, int64_t timeout_ms,
                                       sluice_decision *out);
 /* The limiter's policy (owned by the limiter) and clock. Thread-safe. */
@@ -336,10 +344,10 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  * The Redis store decides in one round trip (a server-side script, the same
  * exact arithmetic in Lua) and gives every key an expiry equal to the time
  * until it is fresh again. Lua's numbers are doubles: it refuses
- * (SLUICE_EINVAL) a policy whose arithmetic could pass 2^53 (a capacity
- * times its refill period, or a sliding window's limit times its window,
- * above 2^51 in the units of docs/semantics.md), and client-clock readings
- * beyond +-2^50 ms.
+ * (SLUICE_EINVAL) a policy whose arithmetic could pass 2^53 (a bucket's
+ * tau = capacity * p, or a sliding window's limit times its window, above
+ * 2^51, in the scaled units of docs/semantics.md), and client-clock
+ * readings beyond +-2^50 ms.
  *
  * A store is thread-safe: any number of threads may call sluice_store_*()
  * on one store at once (except _close). Each decision is atomic for its key;
@@ -359,6 +367,9 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  * reading below it is decided as that time, and the decision's
  * waits (retry_after_ms, reset_ms, delay_ms, when not 0) then count from the
  * reading given, so sleeping them on the caller's clock is exactly enough.
+ * (A Redis store with clock=server, its default, decides at the server's
+ * TIME instead: the reading given is only checked for range, and the waits
+ * count from the decision.)
  * This is what lets a store forget a fresh key without changing any later
  * decision.
  *
@@ -486,13 +497,18 @@ SLUICE_EXTERN void sluice_store_close(sluice_store *s);
 /* Writes the IETF httpapi rate-limit header fields for a decision made under
  * policy p, as lines "Name: value\r\n":
  *   RateLimit-Policy: "NAME";q=QUOTA;w=WINDOW_S[, ... one item per part]
- *   RateLimit: "NAME";r=REMAINING;t=RESET_S     (the part that set the limit)
+ *   RateLimit: "NAME";r=REMAINING;t=RESET_S     (NAME and REMAINING: the part
+ *                                                that set the limit; RESET_S:
+ *                                                reset_ms, when every part is
+ *                                                fresh, so at or after that
+ *                                                part's own reset)
  *   Retry-After: SECONDS                         (denials only)
  * Seconds are rounded up, so no client retries before the real retry time.
  * A composite policy names its parts "NAME", "NAME.1", "NAME.2", ...
  * Returns the number of bytes written (excluding the terminating NUL always
  * written), SLUICE_ENOMEM when len is too small (buf then holds ""), or
- * SLUICE_EINVAL for NULL arguments. Thread-safe. */
+ * SLUICE_EINVAL for NULL arguments or a decision that cannot come from p
+ * (its part out of range, a negative field). Thread-safe. */
 SLUICE_EXTERN int sluice_headers_format(const sluice_policy *p, const sluice_decision *d, char *buf,
                                         size_t len);
 

@@ -13,7 +13,8 @@
 --            (member: running total of admitted cost, score: ms)
 -- ARGV[1]    the reading in ms, or "" to read the server's TIME
 -- ARGV[2]    cost
--- ARGV[3]    ttl extra ms (added to every expiry: 0 with the server's clock)
+-- ARGV[3]    ttl extra ms, added to every expiry (ttl_grace_ms: by default
+--            60000 with the client's clock, 0 with the server's)
 -- ARGV[4..]  per part: algorithm (1 token bucket, 2 sliding window, 3 fixed
 --            window, 4 leaky bucket, 5 sliding log), limit, a, b
 --            (buckets: a = p, b = r, the scaled units; windows: a = W)
