@@ -77,6 +77,16 @@ TEST(keys_are_binary_safe) {
     CHECK_EQ(sluice_store_acquire(s, p, "new", 3, 2, &d), SLUICE_ECOST);
     CHECK_EQ(sluice_store_acquire_at(s, p, "new", 3, 1, SLUICE_TIME_MAX_MS + 1, &d), SLUICE_EINVAL);
     CHECK_EQ(sluice_store_acquire(NULL, p, "a", 1, 1, &d), SLUICE_EINVAL);
+    /* the message is the thread's last failure's, and only on its store */
+    sluice_store *other;
+    CHECK_EQ(sluice_store_open("memory:", NULL, &other), 0);
+    CHECK_EQ(sluice_store_acquire(s, p, "", 0, 1, &d), SLUICE_EINVAL);
+    CHECK(strstr(sluice_store_errmsg(s), "key") != NULL);
+    CHECK_EQ(strcmp(sluice_store_errmsg(other), ""), 0);
+    CHECK_EQ(sluice_store_acquire(other, NULL, "a", 1, 1, &d), SLUICE_EINVAL);
+    CHECK(strstr(sluice_store_errmsg(other), "policy") != NULL);
+    CHECK_EQ(strcmp(sluice_store_errmsg(s), ""), 0);
+    sluice_store_close(other);
     sluice_stats st = stats(s);
     CHECK_EQ(st.keys, (int64_t)(sizeof keys / sizeof keys[0]));
     CHECK_EQ(st.allowed + st.denied, 2 * (int64_t)(sizeof keys / sizeof keys[0]));
