@@ -770,7 +770,8 @@ static const struct {
      *       the store has seen, or a fresh store, or waits never end.
      *   --trace-file PATH  (pipe) writes one line "t=MS units=N" per
      *       release: the clock's reading when N units (lines or bytes) were
-     *       released for writing. */
+     *       released for writing; (run) one line "t=MS": the reading when
+     *       the command is started, after any leaky-bucket delay. */
     {"--manual-clock", OPT_MANUAL_CLOCK, ARG_REQUIRED, "START_MS"},
     {"--trace-file", OPT_TRACE_FILE, ARG_REQUIRED, "PATH"},
 };
@@ -1206,7 +1207,8 @@ static const cli_command run_command = {
     "run",
     "usage: sluice run KEY --policy SPEC [--wait[=TIMEOUT]] [--cost N] [--name NAME] [--store URL] -- "
     "COMMAND [ARGS...]",
-    run_help, OPT_POLICY | OPT_COST | OPT_NAME | OPT_STORE | OPT_WAIT | OPT_KEY | OPT_MANUAL_CLOCK, 1, 1};
+    run_help, OPT_POLICY | OPT_COST | OPT_NAME | OPT_STORE | OPT_WAIT | OPT_KEY | OPT_MANUAL_CLOCK | OPT_TRACE_FILE,
+    1, 1};
 
 /* Whether execvp(name) would find an executable file, searching PATH as it
  * does: 0, or with a message 127 (not found) or 126 (found, not
@@ -1260,8 +1262,14 @@ static int cmd_run(int argc, char **argv) {
     if (status) return status < 0 ? 0 : status;
     /* everything that can be known to fail, before anything is counted */
     memset(&s, 0, sizeof s);
+    FILE *trace = NULL;
+    if (a.trace_path && !(trace = fopen(a.trace_path, "w"))) {
+        fprintf(stderr, "sluice run: --trace-file %s: %s\n", a.trace_path, strerror(errno));
+        return 2;
+    }
     if ((status = cli_open_policy(&a, &s)) != 0 || (status = check_command_runs(a.command[0])) != 0 ||
         (status = cli_open_store(&a, &s)) != 0) {
+        if (trace) fclose(trace);
         cli_close(&s);
         return status;
     }
@@ -1274,16 +1282,22 @@ static int cmd_run(int argc, char **argv) {
         fprintf(stderr, " (key ");
         put_quoted(stderr, a.key, a.key_len);
         fprintf(stderr, "); %s not run\n", a.command[0]);
+        if (trace) fclose(trace);
         cli_close(&s);
         return 1;
     }
     if (rc != SLUICE_OK) {
         cli_decision_error(&a, &s, rc);
+        if (trace) fclose(trace);
         cli_close(&s);
         return 2;
     }
     /* a leaky bucket admits with a delay: the request proceeds after it */
     if (d.delay_ms > 0) sluice_clock_sleep_ms(s.clock, d.delay_ms);
+    if (trace) {
+        fprintf(trace, "t=%" PRId64 "\n", sluice_clock_now_ms(s.clock));
+        fclose(trace);
+    }
     cli_close(&s);
     fflush(stdout);
     execvp(a.command[0], a.command);

@@ -25,6 +25,18 @@ static inline sluice_store *open_store(const char *url, const sluice_clock *cloc
     return s;
 }
 
+/* What a store answers for a reading lag_ms below its time (sluice.h,
+ * "Time"): the decision taken at its time, each wait that is not 0
+ * lengthened by lag_ms, so that it counts from the reading given. Written
+ * here from the documentation, not taken from the library, so a store that
+ * gets it wrong does not get the same wrong answer as its reference. */
+static inline void expect_lag(sluice_decision *d, int64_t lag_ms) {
+    if (lag_ms <= 0) return;
+    int64_t *waits[] = {&d->retry_after_ms, &d->reset_ms, &d->delay_ms};
+    for (size_t i = 0; i < sizeof waits / sizeof waits[0]; i++)
+        if (*waits[i] != 0) *waits[i] += lag_ms;
+}
+
 /* Equal in every field. */
 static inline int same(const sluice_decision *a, const sluice_decision *b) {
     return a->allowed == b->allowed && a->remaining == b->remaining &&

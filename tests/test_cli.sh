@@ -289,10 +289,15 @@ want "run --wait=1m" 0
 [[ -e "$tmp/ran5" ]] || fail "run --wait=1m: the command did not run"
 sl check once --policy "$O" --store "$R" --manual-clock 120000
 want "run's requests are check's" 1 "denied retry_after_ms=60000 remaining=0 reset_ms=60000"
-# a leaky bucket's delay is slept (on the manual clock here) before the command
-sl run lb --policy "$L" --store "$R" --manual-clock 0 -- true
-sl run lb --policy "$L" --store "$R" --manual-clock 0 -- echo delayed
+# a leaky bucket's delay is slept (on the manual clock here) before the
+# command: the second request waits behind the first, one second at 1/s
+# (the store has seen 120000)
+sl run lb --policy "$L" --store "$R" --manual-clock 120000 --trace-file "$tmp/lb1" -- true
+want "run, leaky bucket, no delay" 0
+sl run lb --policy "$L" --store "$R" --manual-clock 120000 --trace-file "$tmp/lb2" -- echo delayed
 want "run, leaky bucket with a delay" 0 "delayed"
+[[ "$(cat "$tmp/lb1")" == "t=120000" ]] || fail "run, leaky bucket: the first started at $(cat "$tmp/lb1")"
+[[ "$(cat "$tmp/lb2")" == "t=121000" ]] || fail "run, leaky bucket: the second started at $(cat "$tmp/lb2")"
 
 # A command that cannot run: 127 / 126, like shells, and nothing is counted
 # (a store of its own, whose time starts at these readings).

@@ -341,6 +341,17 @@ printf '0 a\n1000 a\n500 a\n400 a\n' >"$tmp/in"
 cp "$tmp/backwards" "$tmp/want"
 ok "options first" --allow-backwards --store memory: 'token-bucket capacity=2 rate=1/s'
 ok "--store=URL" --store=memory: 'token-bucket capacity=2 rate=1/s' --allow-backwards
+# A shaper's delay is a wait too: leaky-bucket capacity=2 rate=1/s (one
+# request drains per second).
+#  t=1000: an empty queue: admitted at once, 1 queued: reset 1000.
+#  t=0 (as 1000): 1 ahead of it: admitted, delay 1000 and reset 2000 from
+#                 1000, so 2000 and 3000 from t=0.
+printf '1000 a\n0 a\n' >"$tmp/in"
+cat >"$tmp/want" <<'EOF'
+t=1000 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=0 key=a cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=3000 delay_ms=2000
+EOF
+ok "--allow-backwards, a shaper's delay" 'leaky-bucket capacity=2 rate=1/s' --allow-backwards
 
 # Every kind of bad line: exit 2, the line named (physical line numbers:
 # comments and blank lines count), the lines before it printed, none after.

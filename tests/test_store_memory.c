@@ -313,7 +313,7 @@ static long run_trace(uint64_t seed, const char *url, int evict, long steps, int
         sluice_decision got, want;
         int rc = sluice_store_acquire_at(s, pol[sp], kb, (size_t)kn, cost, now, &got);
         int rc_ref = sluice_acquire_at(r.l[sp][key], cost, eff, &want);
-        sluice__decision_lag(&want, eff - now); /* waits count from the reading */
+        expect_lag(&want, eff - now); /* waits count from the reading */
         if (rc == 0 && got.allowed) high = eff; /* store time: the highest admitted at */
         if (rc != rc_ref) {
             fprintf(stderr, "seed %llu step %ld: rc %d, reference %d\n", (unsigned long long)seed, step, rc, rc_ref);
