@@ -122,9 +122,13 @@ int sluice__wait(const sluice_clock *c, int64_t timeout_ms,
                  sluice_decision *out) {
     if (timeout_ms < 0) return SLUICE_EINVAL;
     int64_t start_ms = sluice_clock_now_ms(c);
+    /* a reading outside the accepted range: the attempt says what is wrong
+     * (and no arithmetic below overflows) */
+    if (!sluice__time_ok(start_ms)) return attempt(ctx, start_ms, out);
     int64_t deadline_ms = timeout_ms > SLUICE_TIME_MAX_MS - start_ms ? SLUICE_TIME_MAX_MS
                                                                      : start_ms + timeout_ms;
     for (int64_t now_ms = start_ms;; now_ms = sluice_clock_now_ms(c)) {
+        if (!sluice__time_ok(now_ms)) return attempt(ctx, now_ms, out);
         if (now_ms > deadline_ms) return SLUICE_ETIMEDOUT; /* overslept: never admit late */
         int rc = attempt(ctx, now_ms, out);
         if (rc || out->allowed) return rc;

@@ -42,13 +42,20 @@ int sluice__policy_decide(const sluice_policy *p, sluice__state *states, int64_t
         if (rc == SLUICE__EGROW) *grow_part = 0;
         return rc;
     }
+    /* a part that needs room (it would admit) is grown only when every
+     * part admits: a request another part denies is a denial, whether or
+     * not memory could be had for it */
+    size_t grow = SLUICE_POLICY_MAX_PARTS;
     for (size_t i = 0; i < p->n_parts; i++) {
-        if (p->algo[i]->decide(&p->params[i], &states[i], now_ms, cost, &parts[i], 0) ==
-            SLUICE__EGROW) {
-            *grow_part = i;
-            return SLUICE__EGROW;
+        if (p->algo[i]->decide(&p->params[i], &states[i], now_ms, cost, &parts[i], 0) == SLUICE__EGROW) {
+            parts[i].allowed = true; /* on a denial, peeked below */
+            if (grow == SLUICE_POLICY_MAX_PARTS) grow = i;
         }
         all &= parts[i].allowed;
+    }
+    if (all && grow != SLUICE_POLICY_MAX_PARTS) {
+        *grow_part = grow;
+        return SLUICE__EGROW;
     }
     for (size_t i = 0; i < p->n_parts; i++) {
         if (all) /* cannot need room now: the dry run said it had it */

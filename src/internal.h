@@ -225,7 +225,8 @@ struct sluice_policy {
 int sluice__policy_check_cost(const sluice_policy *p, int64_t cost);
 /* Decides cost against every part's state, all or nothing: when every part
  * admits, updates all states; otherwise none. Fills the combined decision.
- * Returns 0 or SLUICE__EGROW (with *grow_part set; nothing changed). */
+ * Returns 0 or SLUICE__EGROW (with *grow_part set; nothing changed): only
+ * when every part would admit, so a denial never waits on memory. */
 int sluice__policy_decide(const sluice_policy *p, sluice__state *states, int64_t now_ms,
                           int64_t cost, sluice_decision *d, size_t *grow_part);
 /* The same, growing sliding logs (heap rings) as they need: 0 or

@@ -1,7 +1,8 @@
 /* test_internals.c: the small exact tools under the decisions: division by
  * an invariant divisor as a multiply, SipHash against its published
  * vectors, and the AES short-key hash against a model built from FIPS-197
- * (itself checked against the standard's AES-128 example). */
+ * (itself checked against the standard's AES-128 example); and a
+ * composite's denial, which never asks for memory. */
 #include "check.h"
 #include "internal.h"
 
@@ -211,5 +212,43 @@ TEST(aeshash_equals_model_and_mixes) {
     CHECK(worst_lo >= 8 && worst_hi <= 56);
 }
 
+/* Admits one request a ms from t = 0 until the sliding log's ring is full
+ * (grown as needed); returns how many, and frees nothing (the caller does). */
+static int64_t fill_log_ring(const sluice_policy *p, sluice__state *st) {
+    sluice_decision d;
+    for (size_t i = 0; i < p->n_parts; i++) p->algo[i]->init(&p->params[i], &st[i]);
+    int64_t t = 0;
+    do {
+        if (sluice__policy_decide_grow(p, st, t, 1, &d) != 0 || !d.allowed) return -1;
+        t++;
+    } while (st[0].log.len < st[0].log.cap);
+    return t;
+}
+
+/* A composite whose sliding log would need a bigger ring to admit, while
+ * another part denies: the answer is the denial, with no call for memory
+ * (which could fail, and turn a denial into SLUICE_ENOMEM). */
+TEST(composite_denial_needs_no_room) {
+    sluice_policy *probe = NULL, *p = NULL;
+    sluice_config log = sluice_sliding_log(1000000, 3600000);
+    CHECK_EQ(sluice_policy_new("probe", &log, 1, &probe), 0);
+    sluice__state st[2];
+    int64_t k = fill_log_ring(probe, st); /* the ring is full after k admissions */
+    CHECK(k > 0);
+    sluice__log_free(&st[0].log);
+    sluice_config parts[2] = {log, sluice_fixed_window(k, 3600000)};
+    CHECK_EQ(sluice_policy_new("both", parts, 2, &p), 0);
+    CHECK_EQ(fill_log_ring(p, st), k); /* the same ring, and the window full */
+    sluice_decision d;
+    size_t g = 99;
+    CHECK_EQ(sluice__policy_decide(p, st, k, 1, &d, &g), 0);
+    CHECK(!d.allowed);
+    CHECK_EQ(d.part, 1);
+    CHECK_EQ(g, 99); /* no part was asked to grow */
+    sluice__log_free(&st[0].log);
+    sluice_policy_free(p);
+    sluice_policy_free(probe);
+}
+
 TEST_MAIN(divider_equals_division, siphash_published_vectors, key_words_equal_padded_copy,
-          aes_model_is_fips197, aeshash_equals_model_and_mixes)
+          aes_model_is_fips197, aeshash_equals_model_and_mixes, composite_denial_needs_no_room)

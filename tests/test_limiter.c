@@ -226,6 +226,35 @@ TEST(wait_never_passes_the_deadline) {
     sluice_clock_free(c);
 }
 
+/* A clock that leaves the accepted range: the wait says EINVAL (computing
+ * no deadline from the reading: under UBSan an overflow there fails). */
+TEST(wait_on_a_reading_out_of_range) {
+    stolen_clock sc = {.now_ms = 0};
+    sluice_clock *c = sluice_clock_callback_new(stolen_now, stolen_sleep, &sc);
+    REQUIRE(c != NULL);
+    sluice_limiter *l = make("token-bucket capacity=1 rate=1/s", c);
+    sluice_store *s = NULL;
+    sluice_store_options o = SLUICE_STORE_OPTIONS_INIT;
+    o.clock = c;
+    CHECK_EQ(sluice_store_open("memory:", &o, &s), 0);
+    sluice_policy *p = NULL;
+    CHECK_EQ(sluice_policy_parse("p", "token-bucket capacity=1 rate=1/s", &p, NULL, 0), 0);
+    REQUIRE(l && s && p);
+    const int64_t far[] = {INT64_MIN, INT64_MAX, SLUICE_TIME_MIN_MS - 1, SLUICE_TIME_MAX_MS + 1};
+    for (size_t i = 0; i < sizeof far / sizeof far[0]; i++) {
+        sc.now_ms = far[i];
+        sluice_decision d;
+        CHECK_EQ(sluice_acquire_wait(l, 1, 1000, &d), SLUICE_EINVAL);
+        CHECK_EQ(sluice_store_acquire_wait(s, p, "k", 1, 1, 1000, &d), SLUICE_EINVAL);
+        CHECK(strstr(sluice_store_errmsg(s), "reading") != NULL);
+    }
+    CHECK_EQ(sc.sleeps, 0);
+    sluice_policy_free(p);
+    sluice_store_close(s);
+    sluice_limiter_free(l);
+    sluice_clock_free(c);
+}
+
 TEST(wait_real_clock_short) {
     /* one real wait of a few ms, to exercise the real sleep */
     sluice_limiter *l = make("token-bucket capacity=1 rate=1/5ms", NULL);
@@ -350,4 +379,4 @@ TEST_MAIN(threads_token_bucket_exact, threads_leaky_bucket_exact, threads_fixed_
           threads_token_bucket_moving_exact, threads_seed_100_of_400, threads_random_costs_never_over,
           threads_composite_consumes_all_or_nothing, wait_sleeps_exactly_the_retry,
           wait_gives_up_at_once_consuming_nothing, wait_never_passes_the_deadline,
-          wait_real_clock_short, bad_costs_change_nothing, bad_arguments, clocks, errors_have_names)
+          wait_on_a_reading_out_of_range, wait_real_clock_short, bad_costs_change_nothing, bad_arguments, clocks, errors_have_names)

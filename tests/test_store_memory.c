@@ -86,6 +86,17 @@ TEST(keys_are_binary_safe) {
     CHECK_EQ(sluice_store_acquire(other, NULL, "a", 1, 1, &d), SLUICE_EINVAL);
     CHECK(strstr(sluice_store_errmsg(other), "policy") != NULL);
     CHECK_EQ(strcmp(sluice_store_errmsg(s), ""), 0);
+    /* the other calls' bad arguments say what is wrong, too */
+    CHECK_EQ(sluice_store_acquire_wait(other, p, "a", 1, 1, -1, &d), SLUICE_EINVAL);
+    CHECK(strstr(sluice_store_errmsg(other), "timeout_ms") != NULL);
+    CHECK_EQ(sluice_store_acquire_wait(other, p, "a", 1, 1, 0, NULL), SLUICE_EINVAL);
+    CHECK(strstr(sluice_store_errmsg(other), "out") != NULL);
+    sluice_request rq = {p, "a", 1, 1};
+    CHECK_EQ(sluice_store_acquire_many(other, &rq, 1, &d, NULL), SLUICE_EINVAL);
+    CHECK(strstr(sluice_store_errmsg(other), "results") != NULL);
+    char err[128] = "x";
+    CHECK_EQ(sluice_store_open_err("memory:", NULL, NULL, err, sizeof err), SLUICE_EINVAL);
+    CHECK(strstr(err, "out") != NULL);
     sluice_store_close(other);
     sluice_stats st = stats(s);
     CHECK_EQ(st.keys, (int64_t)(sizeof keys / sizeof keys[0]));

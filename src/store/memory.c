@@ -621,7 +621,10 @@ static int mem_open(const sluice__url *url, const sluice__store_config *cfg, slu
     }
     size_t bytes = (sizeof(memory_store) + 63) / 64 * 64;
     memory_store *m = aligned_alloc(64, bytes); /* it has 64-byte aligned members */
-    if (!m) return SLUICE_ENOMEM;
+    if (!m) {
+        sluice__errf(err, errlen, "memory: out of memory");
+        return SLUICE_ENOMEM;
+    }
     memset(m, 0, bytes);
     m->max_keys = cfg->max_keys;
     m->on_full = cfg->on_full;

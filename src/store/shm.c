@@ -960,15 +960,15 @@ typedef struct {
 static inline __attribute__((always_inline)) int locate(shm_store *m, const sluice_policy *p,
                                                         const void *key, size_t len, uint64_t *kw,
                                                         located *q) {
-    unsigned id;
-    int rc = sluice__policy_set_id(&m->policies, &m->head, p, &id);
-    if (rc) return rc;
-    const spolicy *sp = q->sp = sluice__policy_item(&m->policies, id);
-    if (len > m->key_bytes) {
+    if (len > m->key_bytes) { /* before the policy is registered: an error changes nothing */
         sluice__store_errf(&m->head, "key of %zu bytes: this shm file holds keys of up to %u bytes "
                                      "(create it with ?key_bytes=N)", len, m->key_bytes);
         return SLUICE_EINVAL;
     }
+    unsigned id;
+    int rc = sluice__policy_set_id(&m->policies, &m->head, p, &id);
+    if (rc) return rc;
+    const spolicy *sp = q->sp = sluice__policy_item(&m->policies, id);
     uint64_t h;
     if (len <= 16) {
         sluice__key_words(key, len, kw);
@@ -1163,7 +1163,10 @@ static int shm_open_file(const sluice__url *url, const sluice__store_config *cfg
         return SLUICE_EINVAL;
     }
     shm_store *m = calloc(1, sizeof *m);
-    if (!m) return SLUICE_ENOMEM;
+    if (!m) {
+        sluice__errf(err, errlen, "shm:%s: out of memory", path);
+        return SLUICE_ENOMEM;
+    }
     pthread_once(&self_id_once, self_id_init);
     m->policies.item_size = sizeof(spolicy);
     m->policies.init = spolicy_init;

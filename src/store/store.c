@@ -205,7 +205,10 @@ int sluice_store_open_err(const char *url_text, const sluice_store_options *opts
     sluice__url url;
     sluice__store_config cfg;
     if (err && errlen) err[0] = 0;
-    if (!out) return SLUICE_EINVAL;
+    if (!out) {
+        sluice__errf(err, errlen, "out is NULL");
+        return SLUICE_EINVAL;
+    }
     *out = NULL;
     if (!url_text) {
         sluice__errf(err, errlen, "store URL is NULL");
@@ -297,14 +300,23 @@ static int wait_attempt(void *ctx, int64_t now_ms, sluice_decision *d) {
 
 int sluice_store_acquire_wait(sluice_store *s, const sluice_policy *p, const void *key,
                               size_t key_len, int64_t cost, int64_t timeout_ms, sluice_decision *out) {
-    if (!s || !out) return SLUICE_EINVAL;
+    if (!s) return SLUICE_EINVAL;
+    if (!out || timeout_ms < 0) {
+        if (!out) sluice__store_errf(s, "out is NULL");
+        else sluice__store_errf(s, "timeout_ms %lld is negative", (long long)timeout_ms);
+        return SLUICE_EINVAL;
+    }
     wait_ctx w = {s, p, key, key_len, cost};
     return sluice__wait(s->clock, timeout_ms, wait_attempt, &w, out);
 }
 
 int sluice_store_acquire_many(sluice_store *s, const sluice_request *reqs, size_t n,
                               sluice_decision *out, int *results) {
-    if (!s || (n && (!reqs || !out || !results))) return SLUICE_EINVAL;
+    if (!s) return SLUICE_EINVAL;
+    if (n && (!reqs || !out || !results)) {
+        sluice__store_errf(s, "%s is NULL", !reqs ? "reqs" : !out ? "out" : "results");
+        return SLUICE_EINVAL;
+    }
     int64_t now_ms = sluice_clock_now_ms(s->clock);
     int any = 0;
     for (size_t i = 0; i < n; i++) {
