@@ -340,7 +340,10 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  *             clocks agree; client: the store's clock, for tests and
  *             simulations), prefix=S (of every Redis key; "sluice:"),
  *             pool=N (connections per server, 8), ttl_grace_ms=N (added to
- *             every expiry; 60000 with clock=client, else 0)
+ *             every expiry; 60000 with clock=client, else 0: expiries run on
+ *             the server's clock, so with clock=client a key's state lasts
+ *             for its reset_ms plus this much real time, and a trace whose
+ *             clock lags real time by more sees keys forgotten early)
  * The Redis store decides in one round trip (a server-side script, the same
  * exact arithmetic in Lua) and gives every key an expiry equal to the time
  * until it is fresh again. Lua's numbers are doubles: it refuses
@@ -445,7 +448,10 @@ SLUICE_EXTERN int sluice_store_open_err(const char *url, const sluice_store_opti
  * full store and on_full=refuse; or more than 4096 policies in one store),
  * SLUICE_ESTORE (a Redis failure with on_error=error; shm: an internal
  * error that should never happen, named in the message), SLUICE_ENOMEM.
- * Errors and denials change no state. */
+ * Errors and denials change no state, with one exception no remote store
+ * can avoid: a Redis call that was sent but got no reply (a timeout, a
+ * connection lost) may still have run on the server; the message says so,
+ * and the call is never sent twice. */
 SLUICE_EXTERN int sluice_store_acquire(sluice_store *s, const sluice_policy *p, const void *key,
                                        size_t key_len, int64_t cost, sluice_decision *out);
 /* The same at the caller's reading now_ms of the store's clock. */

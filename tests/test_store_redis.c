@@ -1080,6 +1080,33 @@ TEST(server_killed_and_restarted) {
     rs_group_close(&g);
 }
 
+/* A server restarted between two decisions (up again, empty): the pooled
+ * connection it closed fails the first decision (it was sent: it may have
+ * run), and the next one connects anew at once, with no wait for the
+ * server to come back: it never went away for long. */
+TEST(restarted_server_is_used_at_once) {
+    rs_group g;
+    int a = -1;
+    if (rs_group_open(&g) == 0) a = rs_group_add(&g, 0);
+    REQUIRE(a >= 0);
+    char url[256];
+    sluice_store *s = open_store(url_of(url, sizeof url, g.s[a].port, "clock=client&on_error=error"), NULL);
+    sluice_policy *p = policy("rs", "token-bucket capacity=5 rate=1/s");
+    REQUIRE(s && p);
+    sluice_decision d;
+    CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 0, &d), 0);
+    REQUIRE(rs_restart(&g, a) == 0);
+    int rc1 = sluice_store_acquire_at(s, p, "k", 1, 1, 0, &d);
+    if (rc1) CHECK(strstr(sluice_store_errmsg(s), "may have taken effect") != NULL);
+    int rc2 = sluice_store_acquire_at(s, p, "k", 1, 1, 0, &d); /* no pause in between */
+    if (rc2) fprintf(stderr, "the second decision after the restart: %s\n", sluice_store_errmsg(s));
+    CHECK_EQ(rc2, 0);
+    CHECK(d.allowed && d.enforced);
+    sluice_store_close(s);
+    sluice_policy_free(p);
+    rs_group_close(&g);
+}
+
 /* SCRIPT FLUSH under a running trace: the store loads the script again and
  * no error reaches the caller (single requests and batches). */
 typedef struct {
@@ -1908,6 +1935,6 @@ TEST_MAIN(bad_urls_and_parameters, conformance_with_the_memory_store, refuses_wh
           sliding_log_totals_restart_near_2_50, evicted_names_never_make_decisions_stricter,
           changed_policy_prefix_and_db_start_fresh,
           threads_racing_one_fresh_key_admit_exactly_capacity, processes_racing_one_fresh_key_admit_exactly_capacity,
-          server_killed_and_restarted, script_flush_mid_run, timeouts_are_honoured, every_key_expires_when_fresh,
+          server_killed_and_restarted, restarted_server_is_used_at_once, script_flush_mid_run, timeouts_are_honoured, every_key_expires_when_fresh,
           client_clock_expiry_has_grace, batches_equal_one_by_one, cluster_conformance_and_a_slot_moved_mid_run,
           cluster_grows_while_threads_race)

@@ -31,6 +31,7 @@
 #include "internal.h"
 #include "redis_internal.h"
 
+#include <errno.h>
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -189,14 +190,34 @@ static redisContext *take(redis_store *r, node *n, char *why, size_t whylen) {
     return c;
 }
 
-/* Gives c back to n's pool; broken: drop it (the node is then suspect). */
+/* Whether c broke because the server closed it (a restart, an idle
+ * timeout), not because it failed to answer in time. */
+static int closed_by_server(const redisContext *c) {
+    return c->err == REDIS_ERR_EOF ||
+           (c->err == REDIS_ERR_IO && (!strcmp(c->errstr, strerror(ECONNRESET)) || !strcmp(c->errstr, strerror(EPIPE))));
+}
+
+/* Gives c back to n's pool; broken: drop it. A connection the server
+ * closed says only that the server went away meanwhile (a restart): the
+ * idle ones, as stale, are dropped too, and new ones are tried at once.
+ * Any other failure (no answer in time: the server is slow or stopped)
+ * marks the node down for RETRY_MS, so that callers fail fast instead of
+ * each waiting out the timeout. */
 static void give(node *n, redisContext *c, int broken) {
     pthread_mutex_lock(&n->mu);
     if (broken) {
+        int closed = closed_by_server(c);
         redisFree(c);
         n->n_open--;
-        n->failed = 1;
-        atomic_store(&n->retry_at_ms, real_ms() + RETRY_MS);
+        if (closed) {
+            while (n->n_idle > 0) {
+                redisFree(n->idle[--n->n_idle]);
+                n->n_open--;
+            }
+        } else {
+            n->failed = 1;
+            atomic_store(&n->retry_at_ms, real_ms() + RETRY_MS);
+        }
     } else {
         n->idle[n->n_idle++] = c;
     }
@@ -259,7 +280,11 @@ static int refresh_slots(redis_store *r, char *why, size_t whylen) {
             if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) continue;
             redisReply *master = e->element[2];
             if (master->type != REDIS_REPLY_ARRAY || master->elements < 2) continue;
-            int at = node_index(r, master->element[0]->str, master->element[0]->len,
+            /* an empty host: the node asked (one that does not know its
+             * own address, as a one-node cluster without announce-ip) */
+            int empty = master->element[0]->len == 0;
+            int at = node_index(r, empty ? n->host : master->element[0]->str,
+                                empty ? strlen(n->host) : master->element[0]->len,
                                 (int)master->element[1]->integer);
             if (at < 0) continue;
             for (long long s = e->element[0]->integer; s <= e->element[1]->integer && s < 16384; s++)
@@ -272,14 +297,26 @@ static int refresh_slots(redis_store *r, char *why, size_t whylen) {
     return -1;
 }
 
-/* "MOVED 3999 127.0.0.1:6381": the node index named, or -1. */
-static int redirect_target(redis_store *r, const char *err) {
+/* "MOVED 3999 127.0.0.1:6381" from node from: the node index named, or
+ * -1. An empty host (":6381") is from's. */
+static int redirect_target(redis_store *r, const node *from, const char *err) {
     const char *sp = strchr(err, ' ');
     sp = sp ? strchr(sp + 1, ' ') : NULL;
     if (!sp) return -1;
     const char *colon = strrchr(sp + 1, ':');
     if (!colon) return -1;
+    if (colon == sp + 1) return node_index(r, from->host, strlen(from->host), atoi(colon + 1));
     return node_index(r, sp + 1, (size_t)(colon - sp - 1), atoi(colon + 1));
+}
+
+/* why, for a call sent on c to n that got no reply: it may have run. */
+static void lost_reply(const redis_store *r, const node *n, const redisContext *c, char *why, size_t whylen) {
+    char what[160];
+    if (c->err == REDIS_ERR_IO && !strcmp(c->errstr, strerror(EAGAIN)))
+        snprintf(what, sizeof what, "no reply within timeout_ms=%lld", (long long)r->timeout_ms);
+    else
+        snprintf(what, sizeof what, "%s", c->errstr[0] ? c->errstr : "connection lost");
+    snprintf(why, whylen, "%.100s:%d: %.100s (the call was sent: it may have taken effect)", n->host, n->port, what);
 }
 
 /* ---- policies ---- */
@@ -450,6 +487,7 @@ static redisReply *send_call(redis_store *r, call *k, char *why, size_t whylen) 
         if (!reply) {
             /* sent, maybe run: sending it again could charge it twice, so
              * this call fails; a cluster learns its slots for the next */
+            lost_reply(r, n, c, why, whylen);
             give(n, c, 1);
             if (r->cluster) {
                 char ignored[256];
@@ -480,7 +518,7 @@ static redisReply *send_call(redis_store *r, call *k, char *why, size_t whylen) 
         if (reply->type == REDIS_REPLY_ERROR &&
             (!strncmp(reply->str, "MOVED ", 6) || !strncmp(reply->str, "ASK ", 4))) {
             int moved = reply->str[0] == 'M';
-            int target = redirect_target(r, reply->str);
+            int target = redirect_target(r, n, reply->str);
             freeReplyObject(reply);
             give(n, c, 0);
             if (target < 0) {
@@ -569,25 +607,37 @@ static void redis_acquire_many(sluice_store *s, const sluice_request *reqs, size
         results[i] = prepare(r, reqs[i].policy, reqs[i].key, reqs[i].key_len, reqs[i].cost, now_ms, &calls[i]);
         pending[i] = results[i] == 0;
     }
+    /* each call's node, looked up once: the slot map may change meanwhile
+     * (another thread follows a MOVED), and a call sent to one node must be
+     * read back from that node's connection, or a reply stays unread and
+     * the next request on the connection gets it */
+    node **dest = malloc((n ? n : 1) * sizeof *dest);
+    if (!dest) {
+        for (size_t i = 0; i < n; i++)
+            if (pending[i]) results[i] = SLUICE_ENOMEM;
+        free(calls);
+        free(pending);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) dest[i] = pending[i] ? node_for(r, calls[i].slot) : NULL;
     char why[256];
     int count_nodes = r->cluster ? atomic_load(&r->n_nodes) : 1;
     for (int at = 0; at < count_nodes; at++) {
         node *nd = r->nodes[at];
         size_t sent = 0;
-        for (size_t i = 0; i < n; i++) sent += pending[i] && node_for(r, calls[i].slot) == nd;
+        for (size_t i = 0; i < n; i++) sent += pending[i] && dest[i] == nd;
         if (!sent) continue;
         redisContext *c = take(r, nd, why, sizeof why);
         if (!c) continue; /* one by one below, where the failure is handled */
         for (size_t i = 0; i < n; i++)
-            if (pending[i] && node_for(r, calls[i].slot) == nd)
-                redisAppendCommandArgv(c, calls[i].argc, calls[i].argv, calls[i].lens);
+            if (pending[i] && dest[i] == nd) redisAppendCommandArgv(c, calls[i].argc, calls[i].argv, calls[i].lens);
         int broken = 0;
         for (size_t i = 0; i < n; i++) {
-            if (!pending[i] || node_for(r, calls[i].slot) != nd) continue;
+            if (!pending[i] || dest[i] != nd) continue;
             void *v = NULL;
             if (broken || redisGetReply(c, &v) != REDIS_OK || !v) {
                 /* sent, maybe run: failed, never sent twice */
-                if (!broken) snprintf(why, sizeof why, "%s", c->errstr[0] ? c->errstr : "connection lost");
+                if (!broken) lost_reply(r, nd, c, why, sizeof why);
                 broken = 1;
                 results[i] = failed(r, why, &out[i]);
                 pending[i] = 0;
@@ -617,6 +667,7 @@ static void redis_acquire_many(sluice_store *s, const sluice_request *reqs, size
         if (rc) results[i] = failed(r, why, &out[i]);
         else count(r, &out[i]);
     }
+    free(dest);
     free(calls);
     free(pending);
 }
@@ -628,7 +679,17 @@ static void redis_stats(sluice_store *s, sluice_stats *out) {
     out->capacity = -1; /* bounded by the server's maxmemory, and by expiry */
     out->keys = 0;
     int count_nodes = r->cluster ? atomic_load(&r->n_nodes) : 1;
+    /* a cluster: the nodes that serve slots now, each once (not the seeds
+     * under another name, nor nodes that left) */
+    uint8_t serves[NODES_MAX] = {0};
+    serves[0] = 1;
+    if (r->cluster) {
+        serves[0] = 0;
+        for (int slot = 0; slot < 16384; slot++)
+            serves[atomic_load_explicit(&r->slots[slot], memory_order_acquire)] = 1;
+    }
     for (int i = 0; i < count_nodes; i++) {
+        if (!serves[i]) continue;
         char why[256];
         redisContext *c = take(r, r->nodes[i], why, sizeof why);
         if (!c) {
