@@ -578,10 +578,71 @@ TEST(acquire_many_equals_one_acquire_at_each) {
     CHECK_EQ(batches_on("memory:?max_keys=12", "memory:?max_keys=12", (long)(3000 * scale()), 99, 1), 0);
 }
 
+/* Counts stay exact with more threads alive than the store has stripes of
+ * their own (the rest add to a shared one), and with threads that come and
+ * go (a thread's stripe is taken over after it exits). */
+typedef struct {
+    sluice_store *s;
+    const sluice_policy *p;
+    int id, n;
+    pthread_barrier_t *start; /* NULL: go at once */
+} counter_arg;
+
+static void *count_some(void *arg) {
+    counter_arg *a = arg;
+    if (a->start) pthread_barrier_wait(a->start);
+    char key[32];
+    int len = snprintf(key, sizeof key, "counter-%d", a->id);
+    for (int i = 0; i < a->n; i++) {
+        sluice_decision d;
+        if (sluice_store_acquire_at(a->s, a->p, key, (size_t)len, 1, 1000, &d) != 0) return arg;
+    }
+    return NULL;
+}
+
+TEST(counts_exact_with_many_threads) {
+    enum { MANY = 40, ROUNDS = 30 };
+    sluice_store *s = open_store("memory:", NULL);
+    sluice_policy *p = policy("count", "fixed-window limit=1000 window=1h");
+    REQUIRE(s && p);
+    int n = SANITIZED ? 3000 : 20000; /* each: 1000 allowed, the rest denied */
+    pthread_t t[MANY];
+    counter_arg a[MANY];
+    pthread_barrier_t start;
+    REQUIRE(pthread_barrier_init(&start, NULL, MANY) == 0);
+    for (int i = 0; i < MANY; i++) {
+        a[i] = (counter_arg){s, p, i, n, &start};
+        REQUIRE(pthread_create(&t[i], NULL, count_some, &a[i]) == 0);
+    }
+    for (int i = 0; i < MANY; i++) {
+        void *bad = NULL;
+        pthread_join(t[i], &bad);
+        CHECK(bad == NULL);
+    }
+    pthread_barrier_destroy(&start);
+    sluice_stats st = stats(s);
+    CHECK_EQ(st.allowed, MANY * 1000LL);
+    CHECK_EQ(st.denied, (long long)MANY * (n - 1000));
+    /* threads one after another, each on its own key: each takes over a
+     * stripe given back by one before it */
+    for (int r = 0; r < ROUNDS; r++) {
+        counter_arg one = {s, p, MANY + r, 10, NULL};
+        pthread_t th;
+        REQUIRE(pthread_create(&th, NULL, count_some, &one) == 0);
+        pthread_join(th, NULL);
+    }
+    st = stats(s);
+    CHECK_EQ(st.allowed, MANY * 1000LL + ROUNDS * 10);
+    CHECK_EQ(st.denied, (long long)MANY * (n - 1000));
+    sluice_store_close(s);
+    sluice_policy_free(p);
+}
+
 TEST_MAIN(per_key_state_is_independent, keys_are_binary_safe, bad_urls_and_options,
           full_store_refuses_new_keys_changing_nothing, full_store_evicts_least_recently_used,
           changed_policy_starts_fresh, differential_lossless_forgetting, differential_forced_eviction,
           differential_all_keys_collide, refuse_is_exact_for_held_keys,
           keys_alike_in_their_first_word_stay_apart, acquire_many_equals_one_acquire_at_each,
           threads_race_first_request_on_one_key,
-          threads_over_shared_keys_never_over_admit, ten_million_keys_bounded_memory)
+          threads_over_shared_keys_never_over_admit, counts_exact_with_many_threads,
+          ten_million_keys_bounded_memory)
