@@ -47,7 +47,10 @@
  *               instead advances 1 ms per decision, so its ring holds its
  *               steady state of 1000 entries (one per ms of the window) and
  *               each decision drops the oldest entry and appends one: O(log
- *               1000) searches and bounded memory. sluice_acquire reads the
+ *               1000) searches and bounded memory (with 2 threads, each
+ *               advancing its own reading, about half the decisions come at
+ *               a reading behind the other's and merge into the newest
+ *               entry: cheaper work than 1 thread's). sluice_acquire reads the
  *               real clock: buckets refill 1e6 per ms, far more than is
  *               taken; the log merges each ms's admissions into one entry.
  *             deny: capacity/limit 1, already used, refill 1 per 30 days or
