@@ -503,13 +503,17 @@ SLUICE_EXTERN void sluice_store_close(sluice_store *s);
 /* Writes the IETF httpapi rate-limit header fields for a decision made under
  * policy p, as lines "Name: value\r\n":
  *   RateLimit-Policy: "NAME";q=QUOTA;w=WINDOW_S[, ... one item per part]
- *   RateLimit: "NAME";r=REMAINING;t=RESET_S     (NAME and REMAINING: the part
- *                                                that set the limit; RESET_S:
- *                                                reset_ms, when every part is
- *                                                fresh, so at or after that
- *                                                part's own reset)
+ *   RateLimit: "NAME";r=REMAINING;t=SECONDS     (the part that set the limit)
  *   Retry-After: SECONDS                         (denials only)
- * Seconds are rounded up, so no client retries before the real retry time.
+ * (the named-item form of draft-ietf-httpapi-ratelimit-headers 08 and
+ * later). A window's QUOTA is its limit per its window; a bucket's WINDOW_S
+ * is the time it takes to refill from empty and its QUOTA what refills in
+ * that time (at least its capacity). t: on a denial, when this request is
+ * admitted (as Retry-After); when allowed, reset_ms (when every part is
+ * fresh, so at or after the named part's own reset). A decision a remote
+ * store could not make (enforced false) gets no RateLimit field. Seconds
+ * are rounded up, so no client retries before the real retry time;
+ * q, w, r and t stop at 999999999999999 (an sf-integer's 15 digits).
  * A composite policy names its parts "NAME", "NAME.1", "NAME.2", ...
  * Returns the number of bytes written (excluding the terminating NUL always
  * written), SLUICE_ENOMEM when len is too small (buf then holds ""), or

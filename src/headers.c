@@ -2,8 +2,8 @@
  *
  * Writes the fields of the IETF httpapi draft "RateLimit header fields for
  * HTTP" (draft-ietf-httpapi-ratelimit-headers, the RateLimit-Policy /
- * RateLimit pair of versions 07 and later), plus Retry-After (RFC 9110) on a
- * denial:
+ * RateLimit pair of named items of versions 08 and later), plus Retry-After
+ * (RFC 9110) on a denial:
  *
  *   RateLimit-Policy: "api";q=10;w=1, "api.1";q=1000;w=3600\r\n
  *   RateLimit: "api";r=0;t=1\r\n
@@ -13,12 +13,20 @@
  * sf-strings naming a quota policy (the WG chose String over Token), with
  * integer parameters: q (quota), w (window, seconds), r (remaining quota
  * units), t (seconds). Every duration is rounded UP to whole seconds, so a
- * client that obeys the headers never comes back before the real time.
+ * client that obeys the headers never comes back before the real time. An
+ * sf-integer has at most 15 digits: larger values (windows of a very slow
+ * refill) are written as 999999999999999.
  *
  * What q and w mean for each algorithm:
  *   fixed window, sliding window, sliding log: q = L, w = ceil(W / 1000);
- *   token bucket, leaky bucket: q = C, w = the time a drained bucket takes to
- *     refill completely, C*P/R ms, in seconds rounded up (at least 1).
+ *   token bucket, leaky bucket: w = the time a drained bucket takes to
+ *     refill completely, C*P/R ms, in seconds rounded up (at least 1), and
+ *     q = what refills in w, R*w/P (at least C), so that q per w is the
+ *     rate even when w was rounded up (a bucket of 1 at 1000/s: q=1000;w=1).
+ * t: on a denial, the seconds until this request is admitted (Retry-After's
+ * value); when allowed, until every part is fresh again (reset_ms). A
+ * decision a remote store could not make (enforced false) has no RateLimit
+ * field: it knows nothing of what remains.
  *
  * Built on the public API only (policy accessors); no allocation, no I/O.
  * O(parts) time. Thread-safe: it only reads its arguments. */
@@ -50,7 +58,9 @@ static void put_str(hdr_writer *w, const char *s) {
     put_bytes(w, s, strlen(s));
 }
 
-/* A non-negative integer in decimal (sf-integer). */
+#define SF_INTEGER_MAX UINT64_C(999999999999999) /* RFC 9651: 15 digits */
+
+/* A non-negative integer in decimal. */
 static void put_uint(hdr_writer *w, uint64_t v) {
     char tmp[24];
     size_t i = sizeof tmp;
@@ -59,6 +69,11 @@ static void put_uint(hdr_writer *w, uint64_t v) {
         v /= 10;
     } while (v);
     put_bytes(w, tmp + i, sizeof tmp - i);
+}
+
+/* The same as an sf-integer: at most SF_INTEGER_MAX. */
+static void put_sf_uint(hdr_writer *w, uint64_t v) {
+    put_uint(w, v > SF_INTEGER_MAX ? SF_INTEGER_MAX : v);
 }
 
 /* An sf-string: DQUOTE, printable ASCII with '"' and '\' escaped, DQUOTE.
@@ -98,6 +113,11 @@ static void quota_window(const sluice_config *c, uint64_t *q, uint64_t *w_s) {
         uint64_t den = (uint64_t)c->rate * 1000u;
         *w_s = num / den + (num % den != 0);
         if (*w_s < 1) *w_s = 1;
+        if (*w_s > SF_INTEGER_MAX) *w_s = SF_INTEGER_MAX;
+        /* what refills in w: floor(R * w * 1000 / P), >= C unless w was cut
+         * to 15 digits (then the rate over the window written) */
+        unsigned __int128 refill = (unsigned __int128)c->rate * *w_s * 1000u / (uint64_t)c->period_ms;
+        if (refill > *q || *w_s == SF_INTEGER_MAX) *q = refill > SF_INTEGER_MAX ? SF_INTEGER_MAX : (uint64_t)refill;
         break;
     }
     default: /* windows and the log: period_ms is the window */
@@ -145,22 +165,26 @@ int sluice_headers_format(const sluice_policy *p, const sluice_decision *d, char
         if (i > 0) put_str(&w, ", ");
         put_sf_name(&w, name, i);
         put_str(&w, ";q=");
-        put_uint(&w, q);
+        put_sf_uint(&w, q);
         put_str(&w, ";w=");
-        put_uint(&w, w_s);
+        put_sf_uint(&w, w_s);
     }
     put_str(&w, "\r\n");
 
-    /* RateLimit: the part with the least remaining (d->part). t is the
-     * decision's reset_ms, rounded up: by then every part (so this one too)
-     * is fresh again; for a composite it may be later than this part's. */
-    put_str(&w, "RateLimit: ");
-    put_sf_name(&w, name, (size_t)d->part);
-    put_str(&w, ";r=");
-    put_uint(&w, (uint64_t)d->remaining);
-    put_str(&w, ";t=");
-    put_uint(&w, ceil_seconds(d->reset_ms));
-    put_str(&w, "\r\n");
+    /* RateLimit: the part with the least remaining (d->part). t: on a
+     * denial when this request is admitted (as Retry-After); else the
+     * decision's reset_ms, when every part (so this one too) is fresh
+     * again, for a composite maybe later than this part's own. A decision
+     * no store made (enforced false) tells nothing of what remains. */
+    if (d->enforced) {
+        put_str(&w, "RateLimit: ");
+        put_sf_name(&w, name, (size_t)d->part);
+        put_str(&w, ";r=");
+        put_sf_uint(&w, (uint64_t)d->remaining);
+        put_str(&w, ";t=");
+        put_sf_uint(&w, ceil_seconds(d->allowed ? d->reset_ms : d->retry_after_ms));
+        put_str(&w, "\r\n");
+    }
 
     /* Retry-After (delay-seconds) on denials only, rounded up so that it is
      * never earlier than the exact retry_after_ms. */

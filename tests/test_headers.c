@@ -97,8 +97,9 @@ TEST(one_part_denied_with_remaining) {
     sluice_policy *p = policy1("uploads", sluice_token_bucket(10, 1, 1000));
     REQUIRE(p);
     sluice_decision d = denied(2, 3000, 8000);
+    /* t on a denial: when this request gets in, as Retry-After */
     CHECK_STR(fmt(p, &d), "RateLimit-Policy: \"uploads\";q=10;w=10\r\n"
-                          "RateLimit: \"uploads\";r=2;t=8\r\n"
+                          "RateLimit: \"uploads\";r=2;t=3\r\n"
                           "Retry-After: 3\r\n");
     sluice_policy_free(p);
 }
@@ -128,22 +129,25 @@ TEST(window_algorithms_quota_and_window) {
 }
 
 TEST(bucket_quota_and_window) {
-    /* w = C*P/R ms (a drained bucket's time to refill), in seconds rounded up */
+    /* w = C*P/R ms (a drained bucket's time to refill), in seconds rounded
+     * up; q = what refills in w, R*w/P (so q per w is the rate) */
     CHECK_STR(policy_line(sluice_token_bucket(3, 1, 1000)), "RateLimit-Policy: \"p\";q=3;w=3");
     CHECK_STR(policy_line(sluice_token_bucket(100, 100, 1000)), "RateLimit-Policy: \"p\";q=100;w=1");
-    CHECK_STR(policy_line(sluice_token_bucket(20, 100, 1000)), "RateLimit-Policy: \"p\";q=20;w=1");   /* 200 ms */
+    CHECK_STR(policy_line(sluice_token_bucket(20, 100, 1000)), "RateLimit-Policy: \"p\";q=100;w=1");  /* 200 ms: 100 refill in 1 s */
     CHECK_STR(policy_line(sluice_token_bucket(7, 3, 2000)), "RateLimit-Policy: \"p\";q=7;w=5");       /* 4666.7 ms */
     CHECK_STR(policy_line(sluice_token_bucket(5, 1, 900000)), "RateLimit-Policy: \"p\";q=5;w=4500"); /* 5/15m */
-    CHECK_STR(policy_line(sluice_token_bucket(1, 1000, 1000)), "RateLimit-Policy: \"p\";q=1;w=1");   /* 1 ms: at least 1 */
+    CHECK_STR(policy_line(sluice_token_bucket(1, 1000, 1000)), "RateLimit-Policy: \"p\";q=1000;w=1"); /* 1 ms: at least 1 s */
     CHECK_STR(policy_line(sluice_token_bucket(3, 3, 3000)), "RateLimit-Policy: \"p\";q=3;w=3");      /* exactly 3000 ms */
     CHECK_STR(policy_line(sluice_token_bucket(3, 3, 3001)), "RateLimit-Policy: \"p\";q=3;w=4");      /* 3001 ms */
-    CHECK_STR(policy_line(sluice_leaky_bucket(5, 10, 1000)), "RateLimit-Policy: \"p\";q=5;w=1");     /* 500 ms */
+    CHECK_STR(policy_line(sluice_leaky_bucket(5, 10, 1000)), "RateLimit-Policy: \"p\";q=10;w=1");    /* 500 ms */
     CHECK_STR(policy_line(sluice_leaky_bucket(60, 1, 1000)), "RateLimit-Policy: \"p\";q=60;w=60");
-    /* the extremes: the largest C*P, and the fastest rate */
+    /* the extremes: the largest C*P (2.592e15 s: past an sf-integer's 15
+     * digits, so the window is cut there, with what refills in it), and the
+     * fastest rate */
     CHECK_STR(policy_line(sluice_token_bucket(SLUICE_LIMIT_MAX, 1, SLUICE_PERIOD_MAX_MS)),
-              "RateLimit-Policy: \"p\";q=1000000000;w=2592000000000000");
+              "RateLimit-Policy: \"p\";q=385802469;w=999999999999999");
     CHECK_STR(policy_line(sluice_token_bucket(1, SLUICE_RATE_MAX_PER_S, 1000)),
-              "RateLimit-Policy: \"p\";q=1;w=1");
+              "RateLimit-Policy: \"p\";q=1000000000;w=1");
 }
 
 /* ---- rounding of t and Retry-After ---- */
@@ -172,26 +176,41 @@ TEST(reset_rounds_up) {
 TEST(retry_after_rounds_up) {
     sluice_policy *p = policy1("r", sluice_fixed_window(5, 1000));
     REQUIRE(p);
+    /* t is the same number, as an sf-integer: at most 15 digits */
     static const struct {
         int64_t ms;
-        const char *retry;
+        const char *t, *retry;
     } cases[] = {
-        {0, "Retry-After: 0\r\n"},   /* never from a limiter; formatted as given */
-        {1, "Retry-After: 1\r\n"},
-        {999, "Retry-After: 1\r\n"},
-        {1000, "Retry-After: 1\r\n"},
-        {1001, "Retry-After: 2\r\n"},
-        {1999, "Retry-After: 2\r\n"},
-        {2000, "Retry-After: 2\r\n"},
-        {INT64_C(1) << 61, "Retry-After: 2305843009213694\r\n"},
+        {0, "0", "Retry-After: 0\r\n"}, /* never from a limiter; formatted as given */
+        {1, "1", "Retry-After: 1\r\n"},
+        {999, "1", "Retry-After: 1\r\n"},
+        {1000, "1", "Retry-After: 1\r\n"},
+        {1001, "2", "Retry-After: 2\r\n"},
+        {1999, "2", "Retry-After: 2\r\n"},
+        {2000, "2", "Retry-After: 2\r\n"},
+        {INT64_C(1) << 61, "999999999999999", "Retry-After: 2305843009213694\r\n"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         sluice_decision d = denied(0, cases[i].ms, 0);
         char want[256];
-        snprintf(want, sizeof want, "RateLimit-Policy: \"r\";q=5;w=1\r\nRateLimit: \"r\";r=0;t=0\r\n%s",
-                 cases[i].retry);
+        snprintf(want, sizeof want, "RateLimit-Policy: \"r\";q=5;w=1\r\nRateLimit: \"r\";r=0;t=%s\r\n%s",
+                 cases[i].t, cases[i].retry);
         CHECK_STR(fmt(p, &d), want);
     }
+    sluice_policy_free(p);
+}
+
+/* A decision a remote store could not make (on_error=allow or deny): no
+ * RateLimit field, which would tell of quota the store never saw. */
+TEST(unenforced_has_no_ratelimit) {
+    sluice_policy *p = policy1("api", sluice_fixed_window(10, 60000));
+    REQUIRE(p);
+    sluice_decision d = allowed(0, 0);
+    d.enforced = false;
+    CHECK_STR(fmt(p, &d), "RateLimit-Policy: \"api\";q=10;w=60\r\n");
+    d = denied(0, 100, 0);
+    d.enforced = false;
+    CHECK_STR(fmt(p, &d), "RateLimit-Policy: \"api\";q=10;w=60\r\nRetry-After: 1\r\n");
     sluice_policy_free(p);
 }
 
@@ -245,7 +264,7 @@ TEST(composite_denied) {
     sluice_decision d = denied(0, 30001, 90000);
     d.part = 1;
     d.limit = 100;
-    CHECK_STR(fmt(p, &d), COMPOSITE_POLICY_LINE "RateLimit: \"api.1\";r=0;t=90\r\nRetry-After: 31\r\n");
+    CHECK_STR(fmt(p, &d), COMPOSITE_POLICY_LINE "RateLimit: \"api.1\";r=0;t=31\r\nRetry-After: 31\r\n");
     sluice_policy_free(p);
 }
 
@@ -361,14 +380,14 @@ TEST(from_a_token_bucket) {
     REQUIRE_OK(sluice_acquire(l, 1, &d));
     CHECK(!d.allowed);
     CHECK_STR(fmt(p, &d), "RateLimit-Policy: \"default\";q=3;w=3\r\n"
-                          "RateLimit: \"default\";r=0;t=3\r\n"
+                          "RateLimit: \"default\";r=0;t=1\r\n"
                           "Retry-After: 1\r\n");
     sluice_clock_manual_set(clk, 500);
     REQUIRE_OK(sluice_acquire(l, 1, &d));
     CHECK(!d.allowed);
     CHECK_EQ(d.retry_after_ms, 500);
     CHECK_STR(fmt(p, &d), "RateLimit-Policy: \"default\";q=3;w=3\r\n"
-                          "RateLimit: \"default\";r=0;t=3\r\n"
+                          "RateLimit: \"default\";r=0;t=1\r\n"
                           "Retry-After: 1\r\n");
     sluice_limiter_free(l);
     sluice_clock_free(clk);
@@ -400,7 +419,7 @@ TEST(from_a_composite_limiter) {
 
 TEST_MAIN(one_part_allowed, one_part_denied, one_part_denied_with_remaining,
           name_characters_pass_through, window_algorithms_quota_and_window,
-          bucket_quota_and_window, reset_rounds_up, retry_after_rounds_up,
+          bucket_quota_and_window, reset_rounds_up, retry_after_rounds_up, unenforced_has_no_ratelimit,
           no_retry_after_when_allowed, composite_allowed_each_part, composite_denied,
           composite_eight_parts, buffer_too_small_one_part, buffer_too_small_composite,
           null_arguments, decision_not_from_this_policy, from_a_token_bucket,
