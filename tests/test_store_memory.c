@@ -9,6 +9,7 @@
 #include "internal.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -638,6 +639,59 @@ TEST(counts_exact_with_many_threads) {
     sluice_policy_free(p);
 }
 
+/* A thread that decides again while it exits (from a thread-specific
+ * destructor that runs after the store's own has given its stripe back)
+ * must not share that stripe with the thread that takes it next. */
+static pthread_key_t late_key;
+static atomic_int stripe_released;
+static sluice_store *late_store;
+static sluice_policy *late_policy;
+enum { LATE_N = 200000 };
+
+static void decide_many(const char *key) {
+    for (int i = 0; i < LATE_N; i++) {
+        sluice_decision d;
+        sluice_store_acquire_at(late_store, late_policy, key, 1, 1, 1000, &d);
+    }
+}
+static void late_destructor(void *v) {
+    (void)v;
+    atomic_store(&stripe_released, 1);
+    decide_many("a");
+}
+static void *exits_deciding(void *arg) {
+    sluice_decision d;
+    sluice_store_acquire_at(late_store, late_policy, "a", 1, 1, 1000, &d); /* takes a stripe */
+    pthread_setspecific(late_key, arg);                                    /* a destructor after the store's */
+    return NULL;
+}
+static void *takes_over(void *arg) {
+    while (!atomic_load(&stripe_released)) sched_yield();
+    decide_many("b");
+    return arg;
+}
+
+TEST(counts_exact_when_a_thread_decides_while_exiting) {
+    late_store = open_store("memory:", NULL);
+    late_policy = policy("late", "token-bucket capacity=10 rate=1/s");
+    REQUIRE(late_store && late_policy);
+    /* a decision first, so the store's thread key exists before late_key:
+     * destructors run in the order the keys were made */
+    sluice_decision d;
+    CHECK_EQ(sluice_store_acquire_at(late_store, late_policy, "main", 4, 1, 1000, &d), 0);
+    REQUIRE(pthread_key_create(&late_key, late_destructor) == 0);
+    pthread_t a, b;
+    REQUIRE(pthread_create(&b, NULL, takes_over, NULL) == 0);
+    REQUIRE(pthread_create(&a, NULL, exits_deciding, (void *)1) == 0);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    sluice_stats st = stats(late_store);
+    CHECK_EQ(st.allowed + st.denied, 2 + 2LL * LATE_N);
+    sluice_store_close(late_store);
+    sluice_policy_free(late_policy);
+    pthread_key_delete(late_key);
+}
+
 TEST_MAIN(per_key_state_is_independent, keys_are_binary_safe, bad_urls_and_options,
           full_store_refuses_new_keys_changing_nothing, full_store_evicts_least_recently_used,
           changed_policy_starts_fresh, differential_lossless_forgetting, differential_forced_eviction,
@@ -645,4 +699,5 @@ TEST_MAIN(per_key_state_is_independent, keys_are_binary_safe, bad_urls_and_optio
           keys_alike_in_their_first_word_stay_apart, acquire_many_equals_one_acquire_at_each,
           threads_race_first_request_on_one_key,
           threads_over_shared_keys_never_over_admit, counts_exact_with_many_threads,
+          counts_exact_when_a_thread_decides_while_exiting,
           ten_million_keys_bounded_memory)

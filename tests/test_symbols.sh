@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_symbols.sh: the shared library exports the public API and nothing else.
 # Every exported symbol starts with sluice_ (never the internal sluice__), and
-# there are enough of them that the check cannot pass on an empty library.
+# there are enough of them that the check cannot pass on an empty library;
+# and it is marked never to be unloaded.
 # The library: $SLUICE_SHARED_LIB (set by ctest), or the first argument, or
 # libsluice.so in $SLUICE_BUILD_DIR.
 set -uo pipefail
@@ -49,6 +50,12 @@ fi
 functions=$(printf '%s\n' "$exported" | awk '$1 ~ /^[TtWi]$/ && $2 ~ /^sluice_/ && $2 !~ /^sluice__/' | wc -l)
 if [ "$functions" -lt "$min_exports" ]; then
     echo "FAIL: only $functions sluice_ functions exported by $lib (expected at least $min_exports)" >&2
+    failures=$((failures + 1))
+fi
+# Never unloaded (dlclose): a thread-exit destructor of the memory store's
+# must stay mapped until the last thread that used it ends.
+if command -v readelf >/dev/null && ! readelf -d "$lib" | grep -q 'Flags:.*NODELETE'; then
+    echo "FAIL: $lib is not marked NODELETE (link it with -z nodelete)" >&2
     failures=$((failures + 1))
 fi
 

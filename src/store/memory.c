@@ -131,8 +131,11 @@ static pthread_once_t stripe_once = PTHREAD_ONCE_INIT;
 static int stripe_key_made;
 static _Thread_local unsigned my_stripe = UINT32_MAX;
 
+/* Also the thread-exit destructor: decisions the exiting thread still makes
+ * (from destructors that run after this one) go to the shared stripe. */
 static void stripe_give_back(void *v) {
     unsigned i = (unsigned)(uintptr_t)v - 1;
+    my_stripe = STRIPES;
     atomic_fetch_and_explicit(&stripes_owned, ~(1u << i), memory_order_release);
 }
 

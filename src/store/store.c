@@ -378,8 +378,12 @@ int sluice__policy_set_add(sluice__policy_set *set, const sluice_store *s, const
     }
     if (rc == 0) {
         *id = i;
-        unsigned k = atomic_load_explicit(&set->n_known, memory_order_relaxed);
-        if (k < SLUICE__KNOWN_MAX) {
+        /* another thread may have met this policy object at the same time
+         * and cached it already: once in known[] is enough */
+        unsigned k = atomic_load_explicit(&set->n_known, memory_order_relaxed), cached = 0;
+        for (unsigned j = 0; j < k && !cached; j++)
+            cached = atomic_load_explicit(&set->known[j].serial, memory_order_relaxed) == p->serial;
+        if (!cached && k < SLUICE__KNOWN_MAX) {
             set->known[k].id = i;
             atomic_store_explicit(&set->known[k].serial, p->serial, memory_order_relaxed);
             atomic_store_explicit(&set->n_known, k + 1, memory_order_release);
