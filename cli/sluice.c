@@ -933,6 +933,10 @@ static int cli_parse(const cli_command *c, int argc, char **argv, cli_args *a) {
             int rc = cli_set_option(a, cli_options[k].flag, v);
             if (rc) return rc;
         } else if (c->takes_key && !a->key) {
+            int64_t ms;
+            if (i > 1 && strcmp(argv[i - 1], "--wait") == 0 && parse_duration_ms(s, &ms) == 0)
+                return cli_usage_error(c, "'%s' after --wait: a timeout is written --wait=%s (a KEY "
+                                          "that looks like a duration: give it first, or as --key)", s, s);
             a->key = s;
             key_positional = 1;
         } else if (c->takes_key && (a->seen & OPT_KEY)) {
@@ -1179,7 +1183,8 @@ static const char run_help[] =
     "ms), and gives up at once (exit 1, the retry time on stderr) when the\n"
     "limit's wait is longer than what is left of TIMEOUT. When SPEC has a\n"
     "leaky-bucket part, an admitted request may come with a delay (delay_ms):\n"
-    "sluice sleeps that long before it runs COMMAND.\n"
+    "sluice sleeps that long before it runs COMMAND, in full (the request holds\n"
+    "its place in the queue; TIMEOUT bounds the wait for admission only).\n"
     "\n"
     "COMMAND is looked up in PATH before the request is made: one that cannot be\n"
     "found or run counts nothing.\n"
@@ -1277,8 +1282,11 @@ static int cmd_run(int argc, char **argv) {
     int rc = a.wait ? sluice_store_acquire_wait(s.store, s.policy, a.key, a.key_len, a.cost, a.wait_ms, &d)
                     : sluice_store_acquire(s.store, s.policy, a.key, a.key_len, a.cost, &d);
     if (rc == SLUICE_ETIMEDOUT || (rc == SLUICE_OK && !d.allowed)) {
-        fprintf(stderr, "sluice run: denied: retry after %" PRId64 " ms", d.retry_after_ms);
-        if (rc == SLUICE_ETIMEDOUT) fprintf(stderr, ", beyond the --wait=%s timeout", a.wait_text);
+        if (rc == SLUICE_ETIMEDOUT) /* the last try may be a sleep ago */
+            fprintf(stderr, "sluice run: denied: not admitted within the --wait=%s timeout (the last try said "
+                            "retry after %" PRId64 " ms)", a.wait_text, d.retry_after_ms);
+        else
+            fprintf(stderr, "sluice run: denied: retry after %" PRId64 " ms", d.retry_after_ms);
         fprintf(stderr, " (key ");
         put_quoted(stderr, a.key, a.key_len);
         fprintf(stderr, "); %s not run\n", a.command[0]);
@@ -1402,6 +1410,7 @@ typedef struct {
 static int pipe_flush(pipe_state *ps) {
     if (ps->released > ps->written && write_all(1, ps->buf + ps->written, ps->released - ps->written) != 0) {
         fprintf(stderr, "sluice pipe: writing standard output: %s\n", strerror(errno));
+        ps->written = ps->released; /* lost: never written (or reported) again */
         return 1;
     }
     ps->written = ps->released;
@@ -1500,7 +1509,8 @@ static int cmd_pipe(int argc, char **argv) {
 static const char stats_help[] =
     "usage: sluice stats [--store URL] [--json]\n"
     "\n"
-    "Prints the store it reads, then its figures, one \"name: value\" per line:\n"
+    "Prints the store it reads (a shm: file that is not there is an error: stats\n"
+    "makes no store), then its figures, one \"name: value\" per line:\n"
     "  store       the store's URL (the default one unless --store)\n"
     "  keys        keys held now\n"
     "  capacity    the most keys it holds (max_keys)\n"
@@ -1531,7 +1541,7 @@ static void put_json_string(FILE *f, const char *s) {
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\u%04x", c); /* ASCII out: valid JSON whatever the bytes */
         else fputc(c, f);
     }
     fputc('"', f);
@@ -1544,6 +1554,22 @@ static int cmd_stats(int argc, char **argv) {
     int status = cli_parse(&stats_command, argc, argv, &a);
     if (status) return status < 0 ? 0 : status;
     memset(&s, 0, sizeof s);
+    /* stats only reads: a shm file that is not there is not made (a typo
+     * in a path would show an empty store, and leave a file behind) */
+    char url_buf[512], path[512];
+    const char *url = a.store_url ? a.store_url : default_store_url(url_buf, sizeof url_buf);
+    if (strncmp(url, "shm:", 4) == 0) {
+        size_t n = strcspn(url + 4, "?");
+        struct stat sb;
+        if (n > 0 && n < sizeof path) {
+            memcpy(path, url + 4, n);
+            path[n] = 0;
+            if (stat(path, &sb) != 0 && errno == ENOENT) {
+                fprintf(stderr, "sluice stats: store %s: no such file (check, run and pipe create it)\n", url);
+                return 2;
+            }
+        }
+    }
     if ((status = cli_open_store(&a, &s)) != 0) {
         cli_close(&s);
         return status;

@@ -231,10 +231,27 @@ fallback=/tmp/sluice-$(id -u).shm
 [[ -e $fallback ]] && had_fallback=1 || had_fallback=0
 XDG_RUNTIME_DIR=$tmp/not-a-dir "$SLUICE_BIN" stats >"$tmp/out" 2>"$tmp/err"
 rc=$?
-[[ $had_fallback -eq 0 ]] && rm -f "$fallback"
-want "stats, fallback store" 0
-grep -qx "store: shm:$fallback" "$tmp/out" || fail "stats, fallback store: $(head -1 "$tmp/out") $(cat "$tmp/err")"
+if [[ $had_fallback -eq 1 ]]; then
+    want "stats, fallback store" 0
+    grep -qx "store: shm:$fallback" "$tmp/out" || fail "stats, fallback store: $(head -1 "$tmp/out") $(cat "$tmp/err")"
+else # stats makes no store: it says which one is not there
+    want "stats, fallback store (none yet)" 2
+    grep -q "store shm:$fallback: no such file" "$tmp/err" || fail "stats, fallback store: $(cat "$tmp/err")"
+    [[ -e $fallback ]] && fail "stats made the fallback store" && rm -f "$fallback"
+fi
+# ... and no file for a store that is not there
+sl stats --store "shm:$tmp/no-such.shm"
+want "stats, no such store" 2
+grep -q "no-such.shm: no such file" "$tmp/err" || fail "stats, no such store: $(cat "$tmp/err")"
+[[ -e "$tmp/no-such.shm" ]] && fail "stats made a store file"
+# a store path that is not UTF-8 is still valid JSON (escaped)
+sl check k --policy "$P" --store "shm:$tmp/w$(printf '\xff')x.shm"
+sl stats --store "shm:$tmp/w$(printf '\xff')x.shm" --json
+want "stats --json, a path that is not UTF-8" 0
+json_ok "stats --json, a path that is not UTF-8" "$tmp/out"
+grep -q 'w\\u00ffx.shm' "$tmp/out" || fail "stats --json: the byte 0xff is not escaped: $(cat -v "$tmp/out")"
 bad "stats, argument" "unexpected argument 'x'" stats x
+bad "run, a timeout after a bare --wait" "'2s' after --wait" run --wait 2s --policy "$P" -- true
 bad "stats, --policy" "unknown option '--policy'" stats --policy "$P"
 bad "stats, bad store" 'store nosuch:' stats --store nosuch:
 
@@ -281,7 +298,7 @@ want "run --wait" 0
 sl run once --policy "$O" --store "$R" --manual-clock 60000 --wait=59s -- touch "$tmp/ran4"
 want "run --wait=59s" 1
 [[ -e "$tmp/ran4" ]] && fail "run --wait=59s: the command ran"
-grep -q 'retry after 60000 ms.*--wait=59s' "$tmp/err" || fail "run --wait=59s: stderr: $(cat "$tmp/err")"
+grep -q 'within the --wait=59s timeout.*retry after 60000 ms' "$tmp/err" || fail "run --wait=59s: stderr: $(cat "$tmp/err")"
 sl run once --policy "$O" --store "$R" --manual-clock 60000 --wait=59999 -- touch "$tmp/ran4"
 want "run --wait=59999" 1
 sl run once --policy "$O" --store "$R" --manual-clock 60000 --wait=1m -- touch "$tmp/ran5"
