@@ -421,7 +421,9 @@ typedef struct sluice_stats {
                           whole buckets); -1 for Redis (its maxmemory)   */
     int64_t allowed;   /* decisions that admitted (shm: admissions that
                           took effect; one that an eviction overtook, or
-                          whose process died before installing it, not)  */
+                          whose process died before installing it, not;
+                          nor, rarely, those of a key whose dropping a
+                          killed process left half counted)              */
     int64_t denied;    /* decisions that denied                            */
     int64_t forgotten; /* fresh keys dropped, losslessly                   */
     int64_t evicted;   /* keys that were not fresh, evicted by force       */

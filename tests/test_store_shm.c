@@ -1662,6 +1662,81 @@ TEST(lock_of_unreaped_dead_owner_is_taken_over) {
     waitpid(zombie, NULL, 0);
 }
 
+/* A process whose main thread has exited shows state Z in /proc while its
+ * other threads run: its lock is not to be taken (it may be in the middle
+ * of adding a key). Once it is gone, the lock is taken over. */
+static void *wait_on_pipe(void *arg) {
+    char c;
+    while (read(*(int *)arg, &c, 1) < 0 && errno == EINTR) {
+    }
+    _exit(0);
+}
+
+TEST(lock_of_a_live_process_without_main_thread_is_kept) {
+    char path[256], url[400];
+    tmp_path(path, sizeof path, "mainless.shm");
+    shm_url(url, sizeof url, path, "max_keys=16");
+    make_valid(path);
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    fflush(NULL);
+    pid_t owner = fork();
+    if (owner == 0) {
+        close(fds[1]);
+        static int rfd;
+        rfd = fds[0];
+        pthread_t th;
+        if (pthread_create(&th, NULL, wait_on_pipe, &rfd) != 0) _exit(1);
+        pthread_exit(NULL); /* the process lives on in th, its main thread gone */
+    }
+    REQUIRE(owner > 0);
+    close(fds[0]);
+    usleep(50000);
+    REQUIRE(set_lock_word(path, (uint64_t)owner) == 0);
+    int r = decide_in_child(url, 1);
+    if (r != SIGALRM) fprintf(stderr, "a lock of a live process (main thread exited) was taken: %d\n", r);
+    CHECK_EQ(r, SIGALRM);
+    close(fds[1]); /* its last thread exits */
+    waitpid(owner, NULL, 0);
+    CHECK_EQ(decide_in_child(url, 5), 0);
+}
+
+/* The host's boot id cannot be read (no fd left): the open fails, and the
+ * table, which is not the old boot's, is left as it is. */
+TEST(unreadable_boot_id_resets_nothing) {
+    char path[256], url[400];
+    tmp_path(path, sizeof path, "bootid.shm");
+    shm_url(url, sizeof url, path, "max_keys=16");
+    sluice_store *s = open_url(url);
+    sluice_policy *p = policy("boot", "token-bucket capacity=3 rate=1/h");
+    REQUIRE(s && p);
+    sluice_decision d;
+    for (int i = 0; i < 3; i++) CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 1000, &d), 0);
+    fflush(NULL);
+    pid_t child = fork();
+    if (child == 0) {
+        /* every fd but one taken: the store file opens, the boot id not */
+        int last = -1;
+        for (;;) {
+            int fd = open("/dev/null", O_RDONLY);
+            if (fd < 0) break;
+            last = fd;
+        }
+        if (last >= 0) close(last);
+        sluice_store *s2 = NULL;
+        char err[256] = "";
+        int rc = sluice_store_open_err(url, NULL, &s2, err, sizeof err);
+        _exit(rc != 0 && strstr(err, "boot id") ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(child, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 1000, &d), 0);
+    CHECK(!d.allowed); /* still full: nothing was reset */
+    sluice_store_close(s);
+    sluice_policy_free(p);
+}
+
 /* The bug this guards against: a lock word holding the pid read once at
  * open, so that the children of a process that opened the store before
  * fork() (a pre-fork server) lock with their parent's pid; a child killed
@@ -1981,6 +2056,7 @@ TEST_MAIN(per_key_state_and_file_mode, keys_are_binary_safe_up_to_key_bytes, bad
           processes_times_threads_on_one_key, lagging_process_decides_at_store_time,
           lagging_process_gets_no_extra_capacity_racing, crashes_leave_a_working_consistent_table,
           lock_of_dead_owner_is_taken_over, lock_of_unreaped_dead_owner_is_taken_over,
+          lock_of_a_live_process_without_main_thread_is_kept, unreadable_boot_id_resets_nothing,
           fork_after_open_then_crash_does_not_deadlock, stopped_process_blocks_nobody,
           evictions_stops_and_kills_stay_sane, killed_while_adding_a_key_leaves_no_state_behind,
           killed_while_converting_a_key_loses_nothing)
