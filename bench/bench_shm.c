@@ -42,7 +42,9 @@
  *           keys; each pinned to its own CPU when there are two. The figure
  *           is wall time / the decisions of both: aggregate throughput.
  *           The processes live for the whole case (their mappings stay
- *           warm); each run starts them together through shared memory.
+ *           warm), blocked on a pipe between runs (so they take no CPU
+ *           from the other cases' runs); each run starts them together
+ *           through shared memory.
  *  batches  (1 worker, not a goal) the same keys in batches of 16 through
  *           sluice_store_acquire_many, which reads the clock once a batch;
  *           both stores fetch a batch's state into the cache ahead.
@@ -159,6 +161,7 @@ struct bench_case {
     walk w[2];         /* per worker */
     struct proc_ctl *ctl; /* shm: 2 processes */
     pid_t kids[2];
+    int go[2];            /* to worker i: 'g' runs once, 'q' (or EOF) ends it */
     const char *url;
     int batches; /* 1 worker: through sluice_store_acquire_many */
     /* results */
@@ -228,8 +231,6 @@ static int64_t timed_threads(bench_case *c, uint64_t n) {
 
 /* Shared (MAP_SHARED | MAP_ANONYMOUS) between this process and the two. */
 typedef struct proc_ctl {
-    _Atomic uint64_t gen;  /* bumped to start a run (0: not yet)         */
-    _Atomic int quit;
     _Atomic int arrived;   /* workers at the start line of this run      */
     _Atomic int done;      /* workers done with this run                 */
     _Atomic int ready;     /* workers that opened their store            */
@@ -252,19 +253,16 @@ static void proc_main(bench_case *c, int tid) {
         _exit(1);
     }
     atomic_fetch_add(&ctl->ready, 1);
-    uint64_t seen = 0;
     for (;;) {
-        uint64_t g;
-        for (unsigned i = 0; (g = atomic_load(&ctl->gen)) == seen; i++) {
-            if (atomic_load(&ctl->quit)) {
-                sluice_store_close(s);
-                _exit(0);
-            }
-            if (i < 1000) cpu_relax();
-            else if (i < 2000) sched_yield();
-            else usleep(50);
+        /* blocked between runs: no wake-ups while the other cases run */
+        char b;
+        ssize_t got;
+        while ((got = read(c->go[tid], &b, 1)) < 0 && errno == EINTR) {
         }
-        seen = g;
+        if (got != 1 || b == 'q') {
+            sluice_store_close(s);
+            _exit(0);
+        }
         atomic_fetch_add(&ctl->arrived, 1);
         for (unsigned i = 0; atomic_load(&ctl->arrived) < 2; i++) {
             if (i < 1000) cpu_relax();
@@ -284,6 +282,12 @@ static void procs_start(bench_case *c) {
         exit(1);
     }
     memset(c->ctl, 0, sizeof *c->ctl);
+    int pipes[2][2];
+    for (int i = 0; i < 2; i++)
+        if (pipe(pipes[i]) != 0) {
+            perror("bench_shm: pipe");
+            exit(1);
+        }
     fflush(NULL);
     for (int i = 0; i < 2; i++) {
         c->kids[i] = fork();
@@ -291,7 +295,18 @@ static void procs_start(bench_case *c) {
             perror("bench_shm: fork");
             exit(1);
         }
-        if (c->kids[i] == 0) proc_main(c, i);
+        if (c->kids[i] == 0) {
+            for (int j = 0; j < 2; j++) {
+                close(pipes[j][1]); /* only the parent writes: its close is EOF */
+                if (j != i) close(pipes[j][0]);
+            }
+            c->go[i] = pipes[i][0];
+            proc_main(c, i);
+        }
+    }
+    for (int i = 0; i < 2; i++) {
+        close(pipes[i][0]);
+        c->go[i] = pipes[i][1];
     }
     while (atomic_load(&c->ctl->ready) < 2) {
         int status;
@@ -305,7 +320,10 @@ static void procs_start(bench_case *c) {
 }
 
 static void procs_stop(bench_case *c) {
-    atomic_store(&c->ctl->quit, 1);
+    for (int i = 0; i < 2; i++) { /* 'q', not EOF: a later case's workers may hold the pipe too */
+        if (write(c->go[i], "q", 1) != 1) perror("bench_shm: stopping a worker");
+        close(c->go[i]);
+    }
     for (int i = 0; i < 2; i++) {
         int status = 0;
         waitpid(c->kids[i], &status, 0);
@@ -323,7 +341,11 @@ static int64_t timed_procs(bench_case *c, uint64_t n) {
     ctl->n = n;
     atomic_store(&ctl->arrived, 0);
     atomic_store(&ctl->done, 0);
-    atomic_fetch_add(&ctl->gen, 1);
+    for (int i = 0; i < 2; i++)
+        if (write(c->go[i], "g", 1) != 1) {
+            perror("bench_shm: starting a run");
+            exit(1);
+        }
     /* wait without a spinning CPU: the two workers need both */
     while (atomic_load(&ctl->done) < 2) {
         usleep(200);
