@@ -49,6 +49,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1715,7 +1716,13 @@ TEST(unreadable_boot_id_resets_nothing) {
     fflush(NULL);
     pid_t child = fork();
     if (child == 0) {
-        /* every fd but one taken: the store file opens, the boot id not */
+        /* every fd but one taken: the store file opens, the boot id not
+         * (a low limit first, so that taking them all is quick) */
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 256) {
+            rl.rlim_cur = 256;
+            setrlimit(RLIMIT_NOFILE, &rl);
+        }
         int last = -1;
         for (;;) {
             int fd = open("/dev/null", O_RDONLY);
