@@ -1104,7 +1104,8 @@ static const char check_help[] =
     "  -h, --help       this help\n"
     "\n"
     "exit status: 0 allowed, 1 denied, 2 error: a bad argument, SPEC, cost or\n"
-    "store URL (nothing is counted), or a store failure.\n"
+    "store URL (nothing is counted), a store failure, or writing the decision\n"
+    "failed (the request is then counted).\n"
     "\n"
     "example:\n"
     "  $ sluice check backup --policy 'token-bucket capacity=2 rate=1/h'\n"
@@ -1343,7 +1344,7 @@ static const char pipe_help[] =
     "\n"
     "exit status: 0 at the end of the input; 1 reading, writing or the store\n"
     "failed (what was admitted is written first); 2 a bad argument, SPEC or\n"
-    "store URL (nothing is read).\n"
+    "store URL, or a store that cannot be opened (nothing is read).\n"
     "\n"
     "example:\n"
     "  $ tail -f app.log | grep ERROR | sluice pipe --policy 'token-bucket capacity=10 rate=1/m' | mail-each\n";
@@ -1529,20 +1530,36 @@ static const char stats_help[] =
     "  --json           one JSON object with the same fields\n"
     "  -h, --help       this help\n"
     "\n"
-    "exit status: 0; 1 writing failed; 2 a bad argument or store URL, or a store\n"
-    "failure.\n";
+    "exit status: 0; 1 writing failed; 2 a bad argument or store URL, a store\n"
+    "file that is not there, or a store failure.\n";
 
 static const cli_command stats_command = {"stats", "usage: sluice stats [--store URL] [--json]", stats_help,
                                           OPT_STORE | OPT_JSON, 0, 0};
 
 /* s as a JSON string. */
+/* The length of the valid UTF-8 sequence at s (1..4), or 0. */
+static int utf8_len(const unsigned char *s) {
+    int n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
+    if (n == 0 || (n == 2 && s[0] < 0xc2) || (n == 4 && s[0] > 0xf4)) return 0;
+    for (int i = 1; i < n; i++)
+        if ((s[i] & 0xc0) != 0x80) return 0;
+    if (n == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))) return 0; /* overlong, surrogate */
+    if (n == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))) return 0;   /* overlong, > U+10FFFF */
+    return n;
+}
+
+/* s as a JSON string: valid UTF-8 as it is, '"', '\\' and control bytes
+ * escaped, and a byte that is not UTF-8 as \u00XX (the JSON stays valid). */
 static void put_json_string(FILE *f, const char *s) {
     fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c < 0x20 || c >= 0x7f) fprintf(f, "\\u%04x", c); /* ASCII out: valid JSON whatever the bytes */
-        else fputc(c, f);
+    while (*s) {
+        const unsigned char *u = (const unsigned char *)s;
+        int n = utf8_len(u);
+        if (n == 1 && (*u == '"' || *u == '\\')) fprintf(f, "\\%c", *u);
+        else if (n == 1 && (*u < 0x20 || *u == 0x7f)) fprintf(f, "\\u%04x", *u);
+        else if (n == 0) fprintf(f, "\\u%04x", *u);
+        else fwrite(s, 1, (size_t)n, f);
+        s += n ? n : 1;
     }
     fputc('"', f);
 }
@@ -1556,7 +1573,7 @@ static int cmd_stats(int argc, char **argv) {
     memset(&s, 0, sizeof s);
     /* stats only reads: a shm file that is not there is not made (a typo
      * in a path would show an empty store, and leave a file behind) */
-    char url_buf[512], path[512];
+    char url_buf[CLI_URL_MAX], path[CLI_URL_MAX];
     const char *url = a.store_url ? a.store_url : default_store_url(url_buf, sizeof url_buf);
     if (strncmp(url, "shm:", 4) == 0) {
         size_t n = strcspn(url + 4, "?");

@@ -250,6 +250,11 @@ sl stats --store "shm:$tmp/w$(printf '\xff')x.shm" --json
 want "stats --json, a path that is not UTF-8" 0
 json_ok "stats --json, a path that is not UTF-8" "$tmp/out"
 grep -q 'w\\u00ffx.shm' "$tmp/out" || fail "stats --json: the byte 0xff is not escaped: $(cat -v "$tmp/out")"
+# ... while UTF-8 passes through as it is
+sl check k --policy "$P" --store "shm:$tmp/café.shm"
+sl stats --store "shm:$tmp/café.shm" --json
+json_ok "stats --json, a UTF-8 path" "$tmp/out"
+grep -q 'café.shm' "$tmp/out" || fail "stats --json: the UTF-8 path changed: $(cat -v "$tmp/out")"
 bad "stats, argument" "unexpected argument 'x'" stats x
 bad "run, a timeout after a bare --wait" "'2s' after --wait" run --wait 2s --policy "$P" -- true
 bad "stats, --policy" "unknown option '--policy'" stats --policy "$P"

@@ -838,7 +838,9 @@ TEST(summary) {
            " %lld peeks;\n     %lld one-part bucket traces, %lld of them with readings beyond the"
            " limiter's 64-bit word\n",
            g_decisions, g_allowed, g_denied, g_far_denied, g_ecost, g_peeks, g_word_traces, g_word_far_traces);
-    /* the traces reach what they are there for (else they compare little) */
+    /* the traces reach what they are there for (else they compare little);
+     * run alone (./test_differential summary) there is nothing to check */
+    if (g_decisions == 0) return;
     CHECK(g_allowed > 0 && g_denied > 0 && g_far_denied > 0 && g_ecost > 0 && g_peeks > 0);
     CHECK(g_word_far_traces > 0 && g_word_far_traces < g_word_traces);
 }

@@ -384,18 +384,14 @@ static void self_id_init(void) {
 
 /* Whether the process of lock word owner is gone: no such pid, a zombie
  * (killed, not yet reaped: every thread Z), or a newer process with the
- * same pid (its start time differs; a pid we may not signal belongs to
- * another user, so it is ours no more unless its start time says so). */
+ * same pid (its start time differs, also for a pid we may not signal: it
+ * belongs to another user now). When /proc cannot tell: alive. */
 static int owner_dead(uint64_t owner) {
     pid_t pid = (pid_t)(owner & 0xffffffffu);
-    int eperm = 0;
-    if (kill(pid, 0) == -1) {
-        if (errno != EPERM) return errno == ESRCH;
-        eperm = 1;
-    }
+    if (kill(pid, 0) == -1 && errno != EPERM) return errno == ESRCH;
     char state;
     uint64_t start;
-    if (!proc_stat(pid, &state, &start)) return eperm;
+    if (!proc_stat(pid, &state, &start)) return 0; /* unknown: alive (taking a live owner's lock is worse) */
     if ((owner >> 32) != 0 && (owner >> 32) != (start & 0xffffffffu)) return 1;
     return (state == 'Z' || state == 'X') && !some_thread_runs(pid);
 }
