@@ -139,8 +139,15 @@ static void stripe_give_back(void *v) {
     atomic_fetch_and_explicit(&stripes_owned, ~(1u << i), memory_order_release);
 }
 
+/* In a child after fork() only the forking thread is left: the others'
+ * stripes are free again. */
+static void stripes_after_fork(void) {
+    atomic_store_explicit(&stripes_owned, my_stripe < STRIPES ? 1u << my_stripe : 0, memory_order_relaxed);
+}
+
 static void stripe_key_make(void) {
     stripe_key_made = pthread_key_create(&stripe_key, stripe_give_back) == 0;
+    if (stripe_key_made) pthread_atfork(NULL, NULL, stripes_after_fork);
 }
 
 static __attribute__((noinline, cold)) unsigned stripe_take(void) {
