@@ -998,11 +998,29 @@ static int cli_open_policy(const cli_args *a, cli_session *s) {
     return 0;
 }
 
-/* Opens the store (and the manual clock when asked for). 0 or 2. */
-static int cli_open_store(const cli_args *a, cli_session *s) {
+/* Whether url is a shm: store whose file is not there. */
+static int shm_file_missing(const char *url) {
+    char path[CLI_URL_MAX];
+    size_t n = strncmp(url, "shm:", 4) == 0 ? strcspn(url + 4, "?") : 0;
+    if (n == 0 || n >= sizeof path) return 0;
+    memcpy(path, url + 4, n);
+    path[n] = 0;
+    struct stat sb;
+    return stat(path, &sb) != 0 && errno == ENOENT;
+}
+
+/* Opens the store (and the manual clock when asked for). 0 or 2. With
+ * existing_only, a shm file that is not there is an error, not made (a
+ * command that only reads: a typo in a path would show an empty store,
+ * and leave a file behind). */
+static int cli_open_store(const cli_args *a, cli_session *s, int existing_only) {
     char err[256];
     sluice_store_options opts = SLUICE_STORE_OPTIONS_INIT;
     s->url = a->store_url ? a->store_url : default_store_url(s->url_buf, sizeof s->url_buf);
+    if (existing_only && shm_file_missing(s->url)) {
+        fprintf(stderr, "sluice %s: store %s: no such file (check, run and pipe create it)\n", a->cmd->name, s->url);
+        return 2;
+    }
     if (a->seen & OPT_MANUAL_CLOCK) {
         if (!(s->manual = sluice_clock_manual_new(a->manual_start_ms))) {
             fprintf(stderr, "sluice %s: out of memory\n", a->cmd->name);
@@ -1031,7 +1049,7 @@ static void cli_close(cli_session *s) {
 static int cli_open(const cli_args *a, cli_session *s) {
     memset(s, 0, sizeof *s);
     int rc = cli_open_policy(a, s);
-    if (rc == 0) rc = cli_open_store(a, s);
+    if (rc == 0) rc = cli_open_store(a, s, 0);
     if (rc) cli_close(s);
     return rc;
 }
@@ -1274,7 +1292,7 @@ static int cmd_run(int argc, char **argv) {
         return 2;
     }
     if ((status = cli_open_policy(&a, &s)) != 0 || (status = check_command_runs(a.command[0])) != 0 ||
-        (status = cli_open_store(&a, &s)) != 0) {
+        (status = cli_open_store(&a, &s, 0)) != 0) {
         if (trace) fclose(trace);
         cli_close(&s);
         return status;
@@ -1571,23 +1589,7 @@ static int cmd_stats(int argc, char **argv) {
     int status = cli_parse(&stats_command, argc, argv, &a);
     if (status) return status < 0 ? 0 : status;
     memset(&s, 0, sizeof s);
-    /* stats only reads: a shm file that is not there is not made (a typo
-     * in a path would show an empty store, and leave a file behind) */
-    char url_buf[CLI_URL_MAX], path[CLI_URL_MAX];
-    const char *url = a.store_url ? a.store_url : default_store_url(url_buf, sizeof url_buf);
-    if (strncmp(url, "shm:", 4) == 0) {
-        size_t n = strcspn(url + 4, "?");
-        struct stat sb;
-        if (n > 0 && n < sizeof path) {
-            memcpy(path, url + 4, n);
-            path[n] = 0;
-            if (stat(path, &sb) != 0 && errno == ENOENT) {
-                fprintf(stderr, "sluice stats: store %s: no such file (check, run and pipe create it)\n", url);
-                return 2;
-            }
-        }
-    }
-    if ((status = cli_open_store(&a, &s)) != 0) {
+    if ((status = cli_open_store(&a, &s, 1)) != 0) { /* stats only reads: it makes no store */
         cli_close(&s);
         return status;
     }
