@@ -1,13 +1,29 @@
-/* hash.c: the keyed hashes of stores: SipHash-1-3 for any key, and three AES
- * rounds for keys of up to 16 bytes where the CPU has AES instructions
- * (below). With a random per-store key, an attacker who does not know it
- * cannot choose keys that collide, so a flood of chosen keys cannot turn the
- * table's O(1) into O(n) (hash flooding). SipHash-1-3 is the variant Rust's
- * HashMap and Python use for this. The round count is a parameter so the
- * test can check SipHash-2-4's published vectors. */
+/* hash.c: the keyed hashes of stores, and their random keys: SipHash-1-3
+ * for any key, and three AES rounds for keys of up to 16 bytes where the
+ * CPU has AES instructions (below). With a random per-store key, an
+ * attacker who does not know it cannot choose keys that collide, so a
+ * flood of chosen keys cannot turn the table's O(1) into O(n) (hash
+ * flooding). SipHash-1-3 is the variant Rust's HashMap and Python use for
+ * this. The round count is a parameter so the test can check SipHash-2-4's
+ * published vectors. */
 #include "internal.h"
 
 #include <string.h>
+#include <sys/random.h>
+
+/* n random words for a hash's key: from the kernel's entropy; without
+ * one, weaker, from the clock and addresses (splitmix64). */
+void sluice__random_words(uint64_t *w, size_t n) {
+    if (getrandom(w, n * sizeof w[0], 0) == (ssize_t)(n * sizeof w[0])) return;
+    uint64_t x = (uint64_t)sluice_clock_now_ms(NULL) ^ (uint64_t)(uintptr_t)w ^
+                 (uint64_t)(uintptr_t)&sluice__random_words << 17;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t z = (x += UINT64_C(0x9e3779b97f4a7c15));
+        z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
+        z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
+        w[i] = z ^ (z >> 31);
+    }
+}
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
 

@@ -430,6 +430,9 @@ SLUICE__SHARED uint64_t sluice__siphash24(const uint64_t key[2], const void *dat
  * comes as its two words (sluice__key_words), in registers: no copy, and
  * no load of words just stored. */
 int sluice__aeshash_available(void);
+/* n random words for a hash's key (hash.c): the kernel's entropy, or a
+ * weaker fallback from the clock when it has none. */
+void sluice__random_words(uint64_t *w, size_t n);
 uint64_t sluice__aeshash16_words(const uint64_t key[8], uint64_t tweak, uint64_t w0, uint64_t w1,
                                  size_t len);
 

@@ -49,7 +49,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #define INLINE_KEY 16
 #define SWEEP 64                /* entries looked at for fresh keys per new key */
@@ -631,19 +630,6 @@ static void mem_close(sluice_store *s) {
     free(m);
 }
 
-static void random_seed(uint64_t *seed, size_t n) {
-    if (getrandom(seed, n * sizeof seed[0], 0) == (ssize_t)(n * sizeof seed[0])) return;
-    /* no entropy source: a weaker seed from the clock and addresses */
-    uint64_t x = (uint64_t)sluice_clock_now_ms(NULL) ^ (uint64_t)(uintptr_t)seed ^
-                 (uint64_t)(uintptr_t)&random_seed << 17;
-    for (size_t i = 0; i < n; i++) { /* splitmix64 */
-        uint64_t z = (x += UINT64_C(0x9e3779b97f4a7c15));
-        z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-        z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-        seed[i] = z ^ (z >> 31);
-    }
-}
-
 static int mem_open(const sluice__url *url, const sluice__store_config *cfg, sluice_store **out,
                     char *err, size_t errlen) {
     if (url->path_len != 0) {
@@ -669,7 +655,7 @@ static int mem_open(const sluice__url *url, const sluice__store_config *cfg, slu
     atomic_init(&m->now_ms, SLUICE_TIME_MIN_MS);
     m->policies.item_size = sizeof(registered);
     m->policies.init = registered_init;
-    random_seed(m->seed, sizeof m->seed / sizeof m->seed[0]);
+    sluice__random_words(m->seed, sizeof m->seed / sizeof m->seed[0]);
     m->aes = sluice__aeshash_available();
     unsigned bits = 0;
     while (bits < 6 && (cfg->max_keys >> (bits + 1)) >= SHARD_KEYS_MIN) bits++;

@@ -130,7 +130,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #if defined(__SSE2__)
@@ -1331,13 +1330,8 @@ static int shm_open_file(const sluice__url *url, const sluice__store_config *cfg
         f->key_bytes = m->key_bytes;
         f->state_bytes = m->state_bytes;
         f->hash_kind = sluice__aeshash_available() ? HASH_AES : HASH_SIP;
-        if (getrandom(f->aes_key, sizeof f->aes_key, 0) != (ssize_t)sizeof f->aes_key)
-            for (int i = 0; i < 8; i++) /* no entropy source: weaker, from the clock */
-                f->aes_key[i] = (uint64_t)sluice_clock_now_ms(NULL) * UINT64_C(0x9e3779b97f4a7c15) * (uint64_t)(2 * i + 1);
-        if (getrandom(f->seed, sizeof f->seed, 0) != (ssize_t)sizeof f->seed) {
-            f->seed[0] = (uint64_t)st.st_ino * UINT64_C(0x9e3779b97f4a7c15) ^ (uint64_t)getpid();
-            f->seed[1] = (uint64_t)sluice_clock_now_ms(NULL);
-        }
+        sluice__random_words(f->aes_key, sizeof f->aes_key / sizeof f->aes_key[0]);
+        sluice__random_words(f->seed, sizeof f->seed / sizeof f->seed[0]);
         memcpy(f->boot_id, boot, sizeof boot);
         atomic_store(&f->now_ms, SLUICE_TIME_MIN_MS);
         msync(m->map, HEADER_BYTES, MS_SYNC);
