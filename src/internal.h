@@ -345,17 +345,23 @@ typedef struct {
  * messages via store s. */
 SLUICE__SHARED int sluice__policy_set_add(sluice__policy_set *set, const sluice_store *s,
                                           const sluice_policy *p, unsigned *id);
-/* The same, inline: a policy object met before is found without a call. */
-static inline int sluice__policy_set_id(sluice__policy_set *set, const sluice_store *s,
-                                        const sluice_policy *p, unsigned *id) {
+/* Whether the policy object of this serial is in set's cache of objects
+ * met before (its id then in *id). */
+static inline int sluice__policy_set_known(const sluice__policy_set *set, uint64_t serial, unsigned *id) {
     unsigned n = atomic_load_explicit(&set->n_known, memory_order_acquire);
     for (unsigned i = 0; i < n; i++) {
-        if (atomic_load_explicit(&set->known[i].serial, memory_order_relaxed) == p->serial) {
+        if (atomic_load_explicit(&set->known[i].serial, memory_order_relaxed) == serial) {
             *id = set->known[i].id;
-            return 0;
+            return 1;
         }
     }
-    return sluice__policy_set_add(set, s, p, id);
+    return 0;
+}
+/* The same as sluice__policy_set_add, inline: a policy object met before is
+ * found without a call. */
+static inline int sluice__policy_set_id(sluice__policy_set *set, const sluice_store *s,
+                                        const sluice_policy *p, unsigned *id) {
+    return sluice__policy_set_known(set, p->serial, id) ? 0 : sluice__policy_set_add(set, s, p, id);
 }
 SLUICE__SHARED void sluice__policy_set_free(sluice__policy_set *set);
 /* Item id (an id sluice__policy_set_id gave: no lock needed). */

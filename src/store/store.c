@@ -380,10 +380,8 @@ int sluice__policy_set_add(sluice__policy_set *set, const sluice_store *s, const
         *id = i;
         /* another thread may have met this policy object at the same time
          * and cached it already: once in known[] is enough */
-        unsigned k = atomic_load_explicit(&set->n_known, memory_order_relaxed), cached = 0;
-        for (unsigned j = 0; j < k && !cached; j++)
-            cached = atomic_load_explicit(&set->known[j].serial, memory_order_relaxed) == p->serial;
-        if (!cached && k < SLUICE__KNOWN_MAX) {
+        unsigned k = atomic_load_explicit(&set->n_known, memory_order_relaxed), cached_id;
+        if (!sluice__policy_set_known(set, p->serial, &cached_id) && k < SLUICE__KNOWN_MAX) {
             set->known[k].id = i;
             atomic_store_explicit(&set->known[k].serial, p->serial, memory_order_relaxed);
             atomic_store_explicit(&set->n_known, k + 1, memory_order_release);
