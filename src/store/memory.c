@@ -691,16 +691,12 @@ void sluice__memory_store_collide(sluice_store *s) {
 
 int sluice__memory_store_holds(sluice_store *s, const sluice_policy *p, const void *key, size_t len) {
     memory_store *m = (memory_store *)s;
-    unsigned pid;
-    if (sluice__policy_set_id(&m->policies, s, p, &pid)) return 0;
-    key_ref k;
-    key_ref_init(&k, key, len);
-    uint64_t h = key_hash(m, pid, &k);
-    shard *sh = &m->shards[m->shard_bits ? h >> (64 - m->shard_bits) : 0];
-    sluice__lock_take(&sh->lock);
-    entry *e = find_locked(sh, h, pid, &k);
+    prepared q;
+    if (prepare(m, p, key, len, &q)) return 0;
+    sluice__lock_take(&q.sh->lock);
+    entry *e = find_locked(q.sh, q.h, q.pid, &q.k);
     if (e) entry_unlock(e);
-    sluice__lock_give(&sh->lock);
+    sluice__lock_give(&q.sh->lock);
     return e != NULL;
 }
 
