@@ -820,6 +820,12 @@ static int drop_fast(const shm_store *m, bucket_header *bh, slot *sl, uint64_t t
     return 1;
 }
 
+/* Drops the key read at control word c and {lo, hi} (a FAST key's head,
+ * else its change), in either form: 1, or 0 when it changed meanwhile. */
+static int drop_key(const shm_store *m, bucket_header *bh, slot *sl, uint64_t c, uint64_t lo, uint64_t hi) {
+    return c & FAST ? drop_fast(m, bh, sl, lo, c) : drop(m, bh, sl, c, lo, hi);
+}
+
 /* Decides on the key in sl, lock-free (see the top of the file): 0 with *d
  * filled, an error, NOT_HELD, or CONVERT. home is sl's bucket, for its
  * counts. */
@@ -892,38 +898,34 @@ again:;
                 *home = bhs[b], *at = i;
                 return sl;
             }
+            int fresh;
             if (c & FAST) {
                 pair_read(&sl->head, &lo, &c);
                 if ((c & (LIVE | FAST)) != (LIVE | FAST)) goto again;
                 int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed);
                 int64_t r = atomic_load_explicit(&tail_of(m, sl)->r, memory_order_relaxed);
-                if ((sluice__i128)(int64_t)lo <= (sluice__i128)(now_ms - born_ms) * r) { /* fresh */
-                    bucket_time_raise(bhs[b], now_ms);
-                    if (!drop_fast(m, bhs[b], sl, lo, c)) goto again;
-                    bump(&bhs[b]->forgotten);
-                    *home = bhs[b], *at = i;
-                    return sl;
-                }
                 hi = 0;
-                goto lru;
-            }
-            pair_read(&tail_of(m, sl)->change, &lo, &hi);
-            int pending = CHANGE_VERSION(hi) == (uint32_t)(VERSION(c) + 1);
-            if (pending && CHANGE_KIND(hi) != KIND_ADMIT) {
-                publish(sl, c, hi);
-                goto again;
-            }
-            if (!pending) { /* an admission pending is not fresh (it may be evicted) */
-                if (CHANGE_VERSION(hi) != (uint32_t)VERSION(c) || CHANGE_KIND(hi) != KIND_SETTLED) goto again;
-                if ((int64_t)lo <= now_ms) { /* settled: lo is when it is fresh */
-                    bucket_time_raise(bhs[b], now_ms); /* its key's decisions: never earlier */
-                    if (!drop(m, bhs[b], sl, c, lo, hi)) goto again;
-                    bump(&bhs[b]->forgotten);
-                    *home = bhs[b], *at = i;
-                    return sl;
+                fresh = (sluice__i128)(int64_t)lo <= (sluice__i128)(now_ms - born_ms) * r;
+            } else {
+                pair_read(&tail_of(m, sl)->change, &lo, &hi);
+                int pending = CHANGE_VERSION(hi) == (uint32_t)(VERSION(c) + 1);
+                if (pending && CHANGE_KIND(hi) != KIND_ADMIT) {
+                    publish(sl, c, hi);
+                    goto again;
                 }
+                if (!pending && (CHANGE_VERSION(hi) != (uint32_t)VERSION(c) || CHANGE_KIND(hi) != KIND_SETTLED))
+                    goto again;
+                /* settled: lo is when it is fresh; an admission pending is
+                 * not fresh (it may be evicted) */
+                fresh = !pending && (int64_t)lo <= now_ms;
             }
-        lru:;
+            if (fresh) {
+                bucket_time_raise(bhs[b], now_ms); /* its key's decisions: never earlier */
+                if (!drop_key(m, bhs[b], sl, c, lo, hi)) goto again;
+                bump(&bhs[b]->forgotten);
+                *home = bhs[b], *at = i;
+                return sl;
+            }
             int64_t use = atomic_load_explicit(&sl->last_use_ms, memory_order_relaxed);
             if (!lru || use < lru_use) {
                 lru = sl, lru_c = c, lru_lo = lo, lru_hi = hi, lru_use = use;
@@ -936,8 +938,7 @@ again:;
         return NULL;
     }
     bucket_time_raise(*home, now_ms);
-    if (lru_c & FAST ? !drop_fast(m, *home, lru, lru_lo, lru_c) : !drop(m, *home, lru, lru_c, lru_lo, lru_hi))
-        goto again;
+    if (!drop_key(m, *home, lru, lru_c, lru_lo, lru_hi)) goto again;
     bump(&(*home)->evicted);
     return lru;
 }
