@@ -257,6 +257,13 @@ static int node_index(redis_store *r, const char *host, size_t host_len, int por
     return i;
 }
 
+/* The index of node host:port as node from names it (in CLUSTER SLOTS or
+ * a redirection); an empty host is from's own: a node that does not know
+ * its address (a one-node cluster without announce-ip) names itself so. */
+static int node_named_by(redis_store *r, const node *from, const char *host, size_t host_len, int port) {
+    return host_len ? node_index(r, host, host_len, port) : node_index(r, from->host, strlen(from->host), port);
+}
+
 /* Reads the slot map (CLUSTER SLOTS) from the first node that answers. */
 static int refresh_slots(redis_store *r, char *why, size_t whylen) {
     int count = atomic_load(&r->n_nodes);
@@ -280,12 +287,8 @@ static int refresh_slots(redis_store *r, char *why, size_t whylen) {
             if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) continue;
             redisReply *master = e->element[2];
             if (master->type != REDIS_REPLY_ARRAY || master->elements < 2) continue;
-            /* an empty host: the node asked (one that does not know its
-             * own address, as a one-node cluster without announce-ip) */
-            int empty = master->element[0]->len == 0;
-            int at = node_index(r, empty ? n->host : master->element[0]->str,
-                                empty ? strlen(n->host) : master->element[0]->len,
-                                (int)master->element[1]->integer);
+            int at = node_named_by(r, n, master->element[0]->str, master->element[0]->len,
+                                   (int)master->element[1]->integer);
             if (at < 0) continue;
             for (long long s = e->element[0]->integer; s <= e->element[1]->integer && s < 16384; s++)
                 atomic_store_explicit(&r->slots[s], (uint8_t)at, memory_order_release);
@@ -298,15 +301,14 @@ static int refresh_slots(redis_store *r, char *why, size_t whylen) {
 }
 
 /* "MOVED 3999 127.0.0.1:6381" from node from: the node index named, or
- * -1. An empty host (":6381") is from's. */
+ * -1. */
 static int redirect_target(redis_store *r, const node *from, const char *err) {
     const char *sp = strchr(err, ' ');
     sp = sp ? strchr(sp + 1, ' ') : NULL;
     if (!sp) return -1;
     const char *colon = strrchr(sp + 1, ':');
     if (!colon) return -1;
-    if (colon == sp + 1) return node_index(r, from->host, strlen(from->host), atoi(colon + 1));
-    return node_index(r, sp + 1, (size_t)(colon - sp - 1), atoi(colon + 1));
+    return node_named_by(r, from, sp + 1, (size_t)(colon - sp - 1), atoi(colon + 1));
 }
 
 /* why, for a call sent on c to n that got no reply: it may have run. */
@@ -595,11 +597,13 @@ static void redis_acquire_many(sluice_store *s, const sluice_request *reqs, size
     redis_store *r = (redis_store *)s;
     call *calls = malloc(n * sizeof *calls);
     unsigned char *pending = calloc(n, 1);
-    if (!calls || !pending) {
+    node **dest = malloc((n ? n : 1) * sizeof *dest); /* each call's node: see below */
+    if (!calls || !pending || !dest) {
         for (size_t i = 0; i < n; i++)
             if (results[i] == 0) results[i] = SLUICE_ENOMEM;
         free(calls);
         free(pending);
+        free(dest);
         return;
     }
     for (size_t i = 0; i < n; i++) {
@@ -611,14 +615,6 @@ static void redis_acquire_many(sluice_store *s, const sluice_request *reqs, size
      * (another thread follows a MOVED), and a call sent to one node must be
      * read back from that node's connection, or a reply stays unread and
      * the next request on the connection gets it */
-    node **dest = malloc((n ? n : 1) * sizeof *dest);
-    if (!dest) {
-        for (size_t i = 0; i < n; i++)
-            if (pending[i]) results[i] = SLUICE_ENOMEM;
-        free(calls);
-        free(pending);
-        return;
-    }
     for (size_t i = 0; i < n; i++) dest[i] = pending[i] ? node_for(r, calls[i].slot) : NULL;
     char why[256];
     int count_nodes = r->cluster ? atomic_load(&r->n_nodes) : 1;
@@ -681,13 +677,10 @@ static void redis_stats(sluice_store *s, sluice_stats *out) {
     int count_nodes = r->cluster ? atomic_load(&r->n_nodes) : 1;
     /* a cluster: the nodes that serve slots now, each once (not the seeds
      * under another name, nor nodes that left) */
-    uint8_t serves[NODES_MAX] = {0};
-    serves[0] = 1;
-    if (r->cluster) {
-        serves[0] = 0;
+    uint8_t serves[NODES_MAX] = {!r->cluster}; /* one server: node 0 */
+    if (r->cluster)
         for (int slot = 0; slot < 16384; slot++)
             serves[atomic_load_explicit(&r->slots[slot], memory_order_acquire)] = 1;
-    }
     for (int i = 0; i < count_nodes; i++) {
         if (!serves[i]) continue;
         char why[256];
