@@ -333,9 +333,14 @@ typedef struct {
     struct {
         _Atomic uint64_t serial;
         unsigned id;
+        uint64_t word; /* the item's word at word_offset */
     } known[SLUICE__KNOWN_MAX];
     atomic_uint n_known;
     size_t item_size; /* >= sizeof(sluice_policy) */
+    /* the offset in an item of a u64 that known[] keeps beside the id, so a
+     * decision that needs it early (shm: the policy's fingerprint, which
+     * its key hash takes) has it without waiting for the item's address */
+    size_t word_offset;
     /* fills the item after the policy copy; 0 or an error (not kept) */
     int (*init)(void *item, void *ctx);
     void *ctx;
@@ -345,29 +350,35 @@ typedef struct {
  * messages via store s. */
 SLUICE__SHARED int sluice__policy_set_add(sluice__policy_set *set, const sluice_store *s,
                                           const sluice_policy *p, unsigned *id);
+/* Item id (an id sluice__policy_set_id gave: no lock needed). */
+static inline void *sluice__policy_item(const sluice__policy_set *set, unsigned id) {
+    return set->chunks[id / SLUICE__POLICY_CHUNK][id % SLUICE__POLICY_CHUNK];
+}
 /* Whether the policy object of this serial is in set's cache of objects
- * met before (its id then in *id). */
-static inline int sluice__policy_set_known(const sluice__policy_set *set, uint64_t serial, unsigned *id) {
+ * met before (its id then in *id, and its item's word at word_offset in
+ * *word when word is not NULL). */
+static inline int sluice__policy_set_known(const sluice__policy_set *set, uint64_t serial, unsigned *id,
+                                           uint64_t *word) {
     unsigned n = atomic_load_explicit(&set->n_known, memory_order_acquire);
     for (unsigned i = 0; i < n; i++) {
         if (atomic_load_explicit(&set->known[i].serial, memory_order_relaxed) == serial) {
             *id = set->known[i].id;
+            if (word) *word = set->known[i].word;
             return 1;
         }
     }
     return 0;
 }
 /* The same as sluice__policy_set_add, inline: a policy object met before is
- * found without a call. */
+ * found without a call. word: as in sluice__policy_set_known. */
 static inline int sluice__policy_set_id(sluice__policy_set *set, const sluice_store *s,
-                                        const sluice_policy *p, unsigned *id) {
-    return sluice__policy_set_known(set, p->serial, id) ? 0 : sluice__policy_set_add(set, s, p, id);
+                                        const sluice_policy *p, unsigned *id, uint64_t *word) {
+    if (sluice__policy_set_known(set, p->serial, id, word)) return 0;
+    int rc = sluice__policy_set_add(set, s, p, id);
+    if (rc == 0 && word) memcpy(word, (char *)sluice__policy_item(set, *id) + set->word_offset, sizeof *word);
+    return rc;
 }
 SLUICE__SHARED void sluice__policy_set_free(sluice__policy_set *set);
-/* Item id (an id sluice__policy_set_id gave: no lock needed). */
-static inline void *sluice__policy_item(const sluice__policy_set *set, unsigned id) {
-    return set->chunks[id / SLUICE__POLICY_CHUNK][id % SLUICE__POLICY_CHUNK];
-}
 
 /* Store time: the highest reading at which the store admitted something.
  * A decision is made at max(reading, *high); only an admission raises

@@ -497,7 +497,7 @@ typedef struct {
 
 static inline __attribute__((always_inline)) int prepare(memory_store *m, const sluice_policy *p,
                                                          const void *key, size_t len, prepared *q) {
-    int rc = sluice__policy_set_id(&m->policies, &m->head, p, &q->pid);
+    int rc = sluice__policy_set_id(&m->policies, &m->head, p, &q->pid, NULL);
     if (rc) return rc;
     q->r = reg(m, q->pid);
     key_ref_init(&q->k, key, len);

@@ -1001,9 +1001,10 @@ static inline __attribute__((always_inline)) int locate(shm_store *m, const slui
         return SLUICE_EINVAL;
     }
     unsigned id;
-    int rc = sluice__policy_set_id(&m->policies, &m->head, p, &id);
+    uint64_t fp; /* the policy's fingerprint, from the same line as its id: the hash need not wait */
+    int rc = sluice__policy_set_id(&m->policies, &m->head, p, &id, &fp);
     if (rc) return rc;
-    const spolicy *sp = q->sp = sluice__policy_item(&m->policies, id);
+    q->sp = sluice__policy_item(&m->policies, id);
     uint64_t h;
     if (len <= 16) {
         sluice__key_words(key, len, kw);
@@ -1012,9 +1013,9 @@ static inline __attribute__((always_inline)) int locate(shm_store *m, const slui
         memcpy(kw, key, len);
     }
     if (len <= 16 && m->aes) {
-        h = sluice__aeshash16_words(m->hdr->aes_key, sp->fp >> 8, kw[0], kw[1], len);
+        h = sluice__aeshash16_words(m->hdr->aes_key, fp >> 8, kw[0], kw[1], len);
     } else {
-        uint64_t k[2] = {m->hdr->seed[0] ^ sp->fp, m->hdr->seed[1]};
+        uint64_t k[2] = {m->hdr->seed[0] ^ fp, m->hdr->seed[1]};
         h = sluice__siphash13(k, key, len);
     }
     if (m->collide) h = 0;
@@ -1027,6 +1028,21 @@ static inline __attribute__((always_inline)) int locate(shm_store *m, const slui
     return 0;
 }
 
+/* The usual case, straight: a FAST key at the first slot its tag names in
+ * its first bucket. NOT_HELD: anything else, for the general way. */
+static inline __attribute__((always_inline)) int acquire_fast(shm_store *m, const located *q,
+                                                              const uint64_t *kw, size_t len,
+                                                              int64_t cost, int64_t now_ms,
+                                                              sluice_decision *d) {
+    uint64_t mask = tag_matches(m, q->bt[0], q->tag);
+    if (!mask) return NOT_HELD;
+    slot *sl = slot_at(m, q->bt[0], (uint32_t)__builtin_ctzll(mask));
+    uint64_t c = atomic_load_explicit(CTRL(sl), memory_order_acquire);
+    if ((c & (LIVE | FAST)) != (LIVE | FAST) || !holds(sl, q->sp->fp, kw, len)) return NOT_HELD;
+    int rc = decide_fast(m, q->sp, sl, q->bt[0], kw, len, cost, now_ms, d, c);
+    return rc == AGAIN || rc == CONVERT ? NOT_HELD : rc;
+}
+
 /* Decides on the located key. */
 static inline __attribute__((always_inline)) int acquire_located(shm_store *m, const located *q,
                                                                  const uint64_t *kw, size_t len,
@@ -1036,6 +1052,7 @@ static inline __attribute__((always_inline)) int acquire_located(shm_store *m, c
     bucket_header *const *bt = q->bt;
     int n = q->n, rc;
     uint8_t tag = q->tag;
+    if (sp->fast && (rc = acquire_fast(m, q, kw, len, cost, now_ms, d)) != NOT_HELD) return rc;
     uint64_t stack_buf[160], *buf = stack_buf;
     if (sp->words > sizeof stack_buf / sizeof stack_buf[0] && !(buf = malloc(sp->words * sizeof *buf))) {
         sluice__store_errf(&m->head, "out of memory");
@@ -1213,6 +1230,7 @@ static int shm_open_file(const sluice__url *url, const sluice__store_config *cfg
     pthread_once(&self_id_once, self_id_init);
     m->policies.item_size = sizeof(spolicy);
     m->policies.init = spolicy_init;
+    m->policies.word_offset = offsetof(spolicy, fp);
     m->policies.ctx = m;
     int rc = SLUICE_EINVAL;
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);

@@ -381,8 +381,10 @@ int sluice__policy_set_add(sluice__policy_set *set, const sluice_store *s, const
         /* another thread may have met this policy object at the same time
          * and cached it already: once in known[] is enough */
         unsigned k = atomic_load_explicit(&set->n_known, memory_order_relaxed), cached_id;
-        if (!sluice__policy_set_known(set, p->serial, &cached_id) && k < SLUICE__KNOWN_MAX) {
+        if (!sluice__policy_set_known(set, p->serial, &cached_id, NULL) && k < SLUICE__KNOWN_MAX) {
             set->known[k].id = i;
+            memcpy(&set->known[k].word, (char *)sluice__policy_item(set, i) + set->word_offset,
+                   sizeof set->known[k].word);
             atomic_store_explicit(&set->known[k].serial, p->serial, memory_order_relaxed);
             atomic_store_explicit(&set->n_known, k + 1, memory_order_release);
         }

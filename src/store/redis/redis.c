@@ -554,7 +554,7 @@ static int failed(redis_store *r, const char *why, sluice_decision *d) {
 static int prepare(redis_store *r, const sluice_policy *p, const void *key, size_t key_len,
                    int64_t cost, int64_t now_ms, call *k) {
     unsigned id;
-    int rc = sluice__policy_set_id(&r->policies, &r->head, p, &id);
+    int rc = sluice__policy_set_id(&r->policies, &r->head, p, &id, NULL);
     if (rc) return rc;
     k->reading_ms = now_ms;
     if (r->client_clock) {
