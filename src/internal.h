@@ -339,7 +339,8 @@ typedef struct {
     size_t item_size; /* >= sizeof(sluice_policy) */
     /* the offset in an item of a u64 that known[] keeps beside the id, so a
      * decision that needs it early (shm: the policy's fingerprint, which
-     * its key hash takes) has it without waiting for the item's address */
+     * its key hash takes) has it without waiting for the item's address;
+     * a store that needs none leaves it 0 (the cached word then goes unused) */
     size_t word_offset;
     /* fills the item after the policy copy; 0 or an error (not kept) */
     int (*init)(void *item, void *ctx);

@@ -2051,7 +2051,109 @@ TEST(evictions_stops_and_kills_stay_sane) {
     sluice_policy_free(p);
 }
 
-TEST_MAIN(per_key_state_and_file_mode, keys_are_binary_safe_up_to_key_bytes, bad_urls,
+/* Past its cache of SLUICE__KNOWN_MAX (64) policy objects, a store registers
+ * every policy object it meets under its lock (sluice__policy_set_add), and
+ * the key hash takes the policy's fingerprint from there; within the cache
+ * from known[].word. Objects of equal contents are one policy wherever they
+ * were met: one key, one capacity, through this handle (one at a time and
+ * in a batch) and through another handle whose cache holds them. */
+TEST(policy_objects_past_the_cache_share_keys) {
+    char path[256], url[320];
+    tmp_path(path, sizeof path, "known.shm");
+    shm_url(url, sizeof url, path, "max_keys=4096");
+    sluice_clock *c1 = sluice_clock_manual_new(1000), *c2 = sluice_clock_manual_new(1000);
+    sluice_store *s = open_store(url, c1), *s2 = open_store(url, c2);
+    const char *tb_spec = "token-bucket capacity=4 rate=1/h", *fw_spec = "fixed-window limit=3 window=1h";
+    sluice_policy *tb = policy("tb", tb_spec), *fw = policy("fw", fw_spec);
+    sluice_policy *other = policy("other", "token-bucket capacity=9 rate=1/h");
+    sluice_policy *tb_again = policy("tb", tb_spec); /* an equal object, met after other */
+    REQUIRE(c1 && c2 && s && s2 && tb && fw && other && tb_again);
+    sluice_decision d;
+    CHECK_EQ(sluice_store_acquire_at(s, tb, "k", 1, 1, 1000, &d), 0);
+    CHECK(d.allowed);
+    CHECK_EQ(sluice_store_acquire_at(s, other, "o", 1, 1, 1000, &d), 0);
+    for (int i = 0; i < 2; i++) { /* the second time through s's cache */
+        CHECK_EQ(sluice_store_acquire_at(s, tb_again, "k", 1, 1, 1000, &d), 0);
+        CHECK(d.allowed && d.remaining == 2 - i);
+    }
+    for (int i = 0; i < 61; i++) { /* s's cache full: 64 objects */
+        char name[16];
+        snprintf(name, sizeof name, "fill%d", i);
+        sluice_policy *f = policy(name, "fixed-window limit=1 window=1h");
+        REQUIRE(f);
+        CHECK_EQ(sluice_store_acquire_at(s, f, "f", 1, 1, 1000, &d), 0);
+        sluice_policy_free(f);
+    }
+    for (int i = 0; i < 4; i++) { /* objects made per request: each past the cache */
+        sluice_policy *t = policy("tb", tb_spec), *w = policy("fw", fw_spec);
+        REQUIRE(t && w);
+        CHECK_EQ(sluice_store_acquire_at(s, t, "k", 1, 1, 1000, &d), 0);
+        CHECK_EQ(d.allowed, i == 0);
+        CHECK_EQ(sluice_store_acquire_at(s, w, "w", 1, 1, 1000, &d), 0);
+        CHECK_EQ(d.allowed, i < 3);
+        sluice_policy_free(t);
+        sluice_policy_free(w);
+    }
+    /* another handle, the first objects in its cache: the same keys */
+    CHECK_EQ(sluice_store_acquire_at(s2, tb, "k", 1, 1, 1000, &d), 0);
+    CHECK(!d.allowed);
+    CHECK_EQ(sluice_store_acquire_at(s2, fw, "w", 1, 1, 1000, &d), 0);
+    CHECK(!d.allowed);
+    /* a batch through s, past the cache and within it */
+    sluice_policy *t = policy("tb", tb_spec);
+    REQUIRE(t);
+    sluice_request rq[2] = {{t, "k", 1, 1}, {tb, "k", 1, 1}};
+    sluice_decision out[2];
+    int rc[2];
+    CHECK_EQ(sluice_store_acquire_many(s, rq, 2, out, rc), 0);
+    CHECK(rc[0] == 0 && !out[0].allowed && rc[1] == 0 && !out[1].allowed);
+    CHECK_EQ(stats(s).keys, 3 + 61); /* k, o, w and the fillers' f */
+    sluice_policy_free(t);
+    sluice_store_close(s);
+    sluice_store_close(s2);
+    sluice_clock_free(c1);
+    sluice_clock_free(c2);
+    sluice_policy_free(tb);
+    sluice_policy_free(fw);
+    sluice_policy_free(other);
+    sluice_policy_free(tb_again);
+}
+
+/* Threads meeting policy objects at once: one shared object, and objects
+ * of equal contents made per request (the first of them fill the cache,
+ * the rest are past it): every one of them finds the one key. */
+static sluice_store *reg_store;
+static sluice_policy *reg_shared;
+static atomic_long reg_allowed;
+static void *reg_thread(void *arg) {
+    (void)arg;
+    for (int i = 0; i < 100; i++) {
+        sluice_policy *p = i % 2 ? reg_shared : policy("tb", "token-bucket capacity=150 rate=1/h");
+        sluice_decision d;
+        if (p && sluice_store_acquire_at(reg_store, p, "k", 1, 1, 1000, &d) == 0 && d.allowed)
+            atomic_fetch_add(&reg_allowed, 1);
+        if (p != reg_shared) sluice_policy_free(p);
+    }
+    return NULL;
+}
+TEST(threads_registering_policies_share_one_key) {
+    char path[256], url[320];
+    tmp_path(path, sizeof path, "reg.shm");
+    shm_url(url, sizeof url, path, "max_keys=1024");
+    reg_store = open_url(url);
+    reg_shared = policy("tb", "token-bucket capacity=150 rate=1/h");
+    REQUIRE(reg_store && reg_shared);
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++) REQUIRE(pthread_create(&t[i], NULL, reg_thread, NULL) == 0);
+    for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    CHECK_EQ(atomic_load(&reg_allowed), 150);
+    CHECK_EQ(stats(reg_store).keys, 1);
+    sluice_store_close(reg_store);
+    sluice_policy_free(reg_shared);
+}
+
+TEST_MAIN(per_key_state_and_file_mode, policy_objects_past_the_cache_share_keys,
+          threads_registering_policies_share_one_key, keys_are_binary_safe_up_to_key_bytes, bad_urls,
           conformance_with_memory_store, acquire_many_equals_one_acquire_at_each,
           keys_alike_in_their_first_word_stay_apart, negative_readings_are_decided_as_given,
           lossless_forgetting_one_bucket,

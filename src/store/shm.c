@@ -1001,7 +1001,7 @@ static inline __attribute__((always_inline)) int locate(shm_store *m, const slui
         return SLUICE_EINVAL;
     }
     unsigned id;
-    uint64_t fp; /* the policy's fingerprint, from the same line as its id: the hash need not wait */
+    uint64_t fp; /* the policy's fingerprint, cached beside its id: the hash need not wait for sp */
     int rc = sluice__policy_set_id(&m->policies, &m->head, p, &id, &fp);
     if (rc) return rc;
     q->sp = sluice__policy_item(&m->policies, id);
@@ -1028,17 +1028,15 @@ static inline __attribute__((always_inline)) int locate(shm_store *m, const slui
     return 0;
 }
 
-/* The usual case, straight: a FAST key at the first slot its tag names in
- * its first bucket. NOT_HELD: anything else, for the general way. */
+/* The usual case, straight: a FAST key in its first bucket. NOT_HELD:
+ * anything else, for the general way. */
 static inline __attribute__((always_inline)) int acquire_fast(shm_store *m, const located *q,
                                                               const uint64_t *kw, size_t len,
                                                               int64_t cost, int64_t now_ms,
                                                               sluice_decision *d) {
-    uint64_t mask = tag_matches(m, q->bt[0], q->tag);
-    if (!mask) return NOT_HELD;
-    slot *sl = slot_at(m, q->bt[0], (uint32_t)__builtin_ctzll(mask));
-    uint64_t c = atomic_load_explicit(CTRL(sl), memory_order_acquire);
-    if ((c & (LIVE | FAST)) != (LIVE | FAST) || !holds(sl, q->sp->fp, kw, len)) return NOT_HELD;
+    uint64_t c = 0;
+    slot *sl = find_among(m, q->bt[0], tag_matches(m, q->bt[0], q->tag), q->sp->fp, kw, len, &c);
+    if (!sl || !(c & FAST)) return NOT_HELD;
     int rc = decide_fast(m, q->sp, sl, q->bt[0], kw, len, cost, now_ms, d, c);
     return rc == AGAIN || rc == CONVERT ? NOT_HELD : rc;
 }
