@@ -355,6 +355,12 @@ SLUICE__SHARED int sluice__policy_set_add(sluice__policy_set *set, const sluice_
 static inline void *sluice__policy_item(const sluice__policy_set *set, unsigned id) {
     return set->chunks[id / SLUICE__POLICY_CHUNK][id % SLUICE__POLICY_CHUNK];
 }
+/* Item id's word at word_offset (what known[] caches). */
+static inline uint64_t sluice__policy_item_word(const sluice__policy_set *set, unsigned id) {
+    uint64_t w;
+    memcpy(&w, (const char *)sluice__policy_item(set, id) + set->word_offset, sizeof w);
+    return w;
+}
 /* Whether the policy object of this serial is in set's cache of objects
  * met before (its id then in *id, and its item's word at word_offset in
  * *word when word is not NULL). */
@@ -376,7 +382,7 @@ static inline int sluice__policy_set_id(sluice__policy_set *set, const sluice_st
                                         const sluice_policy *p, unsigned *id, uint64_t *word) {
     if (sluice__policy_set_known(set, p->serial, id, word)) return 0;
     int rc = sluice__policy_set_add(set, s, p, id);
-    if (rc == 0 && word) memcpy(word, (char *)sluice__policy_item(set, *id) + set->word_offset, sizeof *word);
+    if (rc == 0 && word) *word = sluice__policy_item_word(set, *id);
     return rc;
 }
 SLUICE__SHARED void sluice__policy_set_free(sluice__policy_set *set);

@@ -383,8 +383,7 @@ int sluice__policy_set_add(sluice__policy_set *set, const sluice_store *s, const
         unsigned k = atomic_load_explicit(&set->n_known, memory_order_relaxed), cached_id;
         if (!sluice__policy_set_known(set, p->serial, &cached_id, NULL) && k < SLUICE__KNOWN_MAX) {
             set->known[k].id = i;
-            memcpy(&set->known[k].word, (char *)sluice__policy_item(set, i) + set->word_offset,
-                   sizeof set->known[k].word);
+            set->known[k].word = sluice__policy_item_word(set, i);
             atomic_store_explicit(&set->known[k].serial, p->serial, memory_order_relaxed);
             atomic_store_explicit(&set->n_known, k + 1, memory_order_release);
         }
