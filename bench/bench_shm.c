@@ -20,7 +20,8 @@
  *           larger than the caches). Keys are 16 bytes, "user:00000000042",
  *           precomputed in an array.
  *  tables   max_keys = the number of keys, on_full=refuse; shm: also
- *           key_bytes=16 and state_bytes=16 (a token bucket's state), in a
+ *           key_bytes=16 and state_bytes=16 (a token bucket's state; 32 for
+ *           the sliding window below), in a
  *           file in a fresh temp directory (under /dev/shm when it is there:
  *           tmpfs, no writeback; the directory is printed and removed at the
  *           end). Warm-up inserts every key once, in a random order, at one
@@ -52,9 +53,12 @@
  * Goals (informational, PASS/MISS): shm: within 1.2x of memory: (ns per
  * decision, and with two: aggregate decisions/s).
  *
- * Then, not a goal, the same at 1K with a fixed window of limit 10^9 per
- * hour: shm: keeps a one-bucket key's state in one word (FAST: one 16-byte
- * CAS an admission), any other key's in versioned copies (about five).
+ * Then, not goals, the same at 1K with a fixed window (limit 10^9 an hour),
+ * a sliding window of limit 65535 a 100 ms (so that two workers are never
+ * denied) and one of limit 10^9 an hour. shm: keeps the state of a key of
+ * one bucket, one fixed window or one sliding window of a limit below 2^16
+ * in one word (FAST: one 16-byte CAS an admission), any other key's in
+ * versioned copies (about five CASes an admission, the last row).
  */
 #define _GNU_SOURCE
 #include "sluice.h"
@@ -102,6 +106,7 @@ static uint64_t rng(uint64_t *s) { /* splitmix64 */
 
 static char (*keys)[KEY_LEN]; /* all keys of the current size */
 static sluice_policy *pol;
+static int state_bytes = 16; /* shm:'s state_bytes= for pol */
 
 /* One worker's walk: its order array and where it stands. */
 typedef struct {
@@ -479,8 +484,8 @@ static void bench_size(uint32_t n_keys, const char *name, bench_case *out_mem1, 
     }
     static char mem_url[128], shm_url_s[512];
     snprintf(mem_url, sizeof mem_url, "memory:?max_keys=%u&on_full=refuse", n_keys);
-    snprintf(shm_url_s, sizeof shm_url_s, "shm:%s/%s.shm?max_keys=%u&key_bytes=%d&state_bytes=16&on_full=refuse",
-             dir, name, n_keys, KEY_LEN);
+    snprintf(shm_url_s, sizeof shm_url_s, "shm:%s/%s.shm?max_keys=%u&key_bytes=%d&state_bytes=%d&on_full=refuse",
+             dir, name, n_keys, KEY_LEN, state_bytes);
     sluice_store *mem = open_or_die(mem_url), *shm = open_or_die(shm_url_s);
     long mem_refused = warm(mem, n_keys, held), shm_refused = warm(shm, n_keys, held);
     uint32_t n_held = 0;
@@ -604,17 +609,28 @@ int main(void) {
     goal("1M shm: 1 process / memory: 1 thread", &m_s1, &m_m1, 1.2);
     goal("1K shm: 2 processes / memory: 2 threads (aggregate)", &k_s2, &k_m2, 1.2);
     goal("1M shm: 2 processes / memory: 2 threads (aggregate)", &m_s2, &m_m2, 1.2);
-    /* the general form (see the top): a policy that is not one bucket */
-    sluice_policy_free(pol);
-    if (sluice_policy_parse("bench-fw", "fixed-window limit=1000000000 window=1h", &pol, err, sizeof err)) {
-        fprintf(stderr, "bench_shm: %s\n", err);
-        return 1;
+    /* other algorithms, FAST in shm: or not (see the top) */
+    static const struct {
+        const char *name, *spec, *what;
+        int state_bytes;
+    } others[] = {
+        {"1Kfw", "fixed-window limit=1000000000 window=1h", "a fixed window (FAST in shm:)", 16},
+        {"1Ksw", "sliding-window limit=65535 window=100ms", "a sliding window of a limit below 2^16 (FAST in shm:)", 32},
+        {"1Kswg", "sliding-window limit=1000000000 window=1h", "a sliding window of a larger limit: shm:'s general form", 32},
+    };
+    for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+        sluice_policy_free(pol);
+        state_bytes = others[i].state_bytes;
+        if (sluice_policy_parse(others[i].name, others[i].spec, &pol, err, sizeof err)) {
+            fprintf(stderr, "bench_shm: %s\n", err);
+            return 1;
+        }
+        static bench_case o_m1, o_s1, o_m2, o_s2;
+        printf("\n== not a goal: %s", others[i].what);
+        bench_size(1000, others[i].name, &o_m1, &o_s1, &o_m2, &o_s2);
+        printf("%s, shm: 1 process / memory: 1 thread: %.2fx; 2 processes / 2 threads: %.2fx\n",
+               others[i].name, o_s1.med / o_m1.med, o_s2.med / o_m2.med);
     }
-    static bench_case f_m1, f_s1, f_m2, f_s2;
-    printf("\n== not a goal: a fixed window, so shm: takes its general form, not the one-word FAST one");
-    bench_size(1000, "1Kfw", &f_m1, &f_s1, &f_m2, &f_s2);
-    printf("1K fixed window, shm: 1 process / memory: 1 thread: %.2fx; 2 processes / 2 threads: %.2fx\n",
-           f_s1.med / f_m1.med, f_s2.med / f_m2.med);
     sluice_policy_free(pol);
     remove_dir();
     printf("\n(%.1f s)\n", (double)(now_ns() - t0) / 1e9);

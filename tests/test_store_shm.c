@@ -24,7 +24,7 @@
  *  lock-free     a process stopped (SIGSTOP) at each step of an admission
  *                blocks nobody, and its late writes change nothing when it
  *                goes on; one killed while adding a key, or while moving a
- *                one-bucket key to the general form, leaves it whole; a
+ *                FAST key (one word) to the general form, leaves it whole; a
  *                table far too small for its keys, with workers stopped and
  *                killed at random, gives only sane decisions.
  *  bad input     other layout version, truncated, not ours, zero-prefixed,
@@ -60,7 +60,7 @@
  * a header or a lock word by hand. */
 #define FILE_HEADER_BYTES 4096
 #define FILE_VERSION_OFF 8      /* u32 layout version                       */
-#define FILE_LAYOUT_VERSION 2
+#define FILE_LAYOUT_VERSION 3
 #define FILE_BOOT_ID_OFF 56     /* char[40], NUL-padded /proc boot id       */
 #define FILE_BOOT_ID_LEN 40
 #define FILE_BUCKET0_OFF 4096   /* the first bucket; its lock word at +0    */
@@ -1135,6 +1135,7 @@ TEST(processes_race_one_fresh_key) {
     race_procs("race2.shm", "max_keys=64&state_bytes=2096",
                "sliding-log limit=100 window=1h; fixed-window limit=400 window=1d", 6, 0, 1, 100, attempts);
     race_procs("race3.shm", "", "sliding-window limit=300 window=1h", 4, 0, 1, 300, attempts);
+    race_procs("race4.shm", "", "fixed-window limit=300 window=1h", 4, 0, 1, 300, attempts);
 }
 
 TEST(processes_over_many_keys_never_over_admit) {
@@ -1148,7 +1149,8 @@ TEST(processes_over_many_keys_never_over_admit) {
 TEST(processes_times_threads_on_one_key) {
     int attempts = SANITIZED ? 200 : 1000;
     race_procs("pt1.shm", "max_keys=16", "token-bucket capacity=700 rate=1/h", 3, 4, 1, 700, attempts);
-    race_procs("pt2.shm", "max_keys=4096", "fixed-window limit=25 window=1h", 2, 4, 48, 25, attempts * 2);
+    race_procs("pt2.shm", "max_keys=4096", "fixed-window limit=25 window=1h; token-bucket capacity=900 rate=1/h",
+               2, 4, 48, 25, attempts * 2); /* the general form */
 }
 
 /* ---- time: the store's time is the highest reading seen ---- */
@@ -1906,7 +1908,8 @@ TEST(killed_while_adding_a_key_leaves_no_state_behind) {
     sluice_policy *p = policy("added", log_spec);
     REQUIRE(s && p);
     /* a key of another policy, added to the first free slot */
-    CHECK(killed_at_step(url, "other", "fixed-window limit=5 window=1h", "x", 1000, 4));
+    CHECK(killed_at_step(url, "other", "fixed-window limit=5 window=1h; token-bucket capacity=9 rate=1/h", "x", 1000,
+                         4)); /* the general form: its state is written before the key is live */
     alarm(10); /* its bucket lock is taken over */
     sluice_decision d;
     for (int i = 1; i <= 3; i++) {
@@ -1920,16 +1923,17 @@ TEST(killed_while_adding_a_key_leaves_no_state_behind) {
     sluice_policy_free(p);
 }
 
-/* A one-bucket key keeps its state in one word while its TAT fits: a
- * reading 2^34 ms after it was added, at r = 999999937 units per ms, does
- * not, and the key moves to the general form under its buckets' locks. A
- * process killed in the middle of that (after the state's words, before the
- * switch) leaves the key whole: the decisions stay the memory store's. */
-TEST(killed_while_converting_a_key_loses_nothing) {
+/* A FAST key keeps its state in one word while it fits: a bucket's TAT a
+ * reading 2^34 ms after the key was added, at r = 999999937 units per ms,
+ * does not, nor does a fixed window 2^34 windows after the key's first, or
+ * a sliding window 2^32 windows after it; the key
+ * moves to the general form under its buckets' locks. A process killed in
+ * the middle of that (after the state's words, before the switch) leaves
+ * the key whole: the decisions stay the memory store's. */
+static void converting_loses_nothing(const char *name, const char *spec, int64_t later) {
     char path[256], url[400];
-    tmp_path(path, sizeof path, "convert.shm");
+    tmp_path(path, sizeof path, name);
     shm_url(url, sizeof url, path, "max_keys=16");
-    const char *spec = "token-bucket capacity=5 rate=999999937/1000ms";
     sluice_store *s = open_url(url), *mem = open_url("memory:");
     sluice_policy *p = policy("conv", spec);
     REQUIRE(s && mem && p);
@@ -1939,7 +1943,6 @@ TEST(killed_while_converting_a_key_loses_nothing) {
         CHECK_EQ(sluice_store_acquire_at(mem, p, "k", 1, 2, 1000, &e), 0);
         CHECK(same(&d, &e));
     }
-    int64_t later = 1000 + (INT64_C(1) << 34);
     CHECK(killed_at_step(url, "conv", spec, "k", later, 5)); /* it was converting */
     alarm(10);
     for (int i = 0; i < 4; i++) {
@@ -1952,6 +1955,12 @@ TEST(killed_while_converting_a_key_loses_nothing) {
     sluice_store_close(s);
     sluice_store_close(mem);
     sluice_policy_free(p);
+}
+TEST(killed_while_converting_a_key_loses_nothing) {
+    converting_loses_nothing("convert.shm", "token-bucket capacity=5 rate=999999937/1000ms",
+                             1000 + (INT64_C(1) << 34));
+    converting_loses_nothing("convert-fw.shm", "fixed-window limit=5 window=1ms", 1000 + (INT64_C(1) << 34));
+    converting_loses_nothing("convert-sw.shm", "sliding-window limit=5 window=1ms", 1000 + (INT64_C(1) << 32));
 }
 
 /* Decides on random keys of three policies, forever, checking every

@@ -6,7 +6,7 @@
  *
  *   0      header, 4096 bytes
  *          +0   magic "SLUICEM1"          u8[8]
- *          +8   layout version (2)         u32
+ *          +8   layout version (3)         u32
  *          +12  header bytes (4096)        u32
  *          +16  slot bytes                 u32   (a multiple of 64)
  *          +20  slots per bucket           u32
@@ -29,8 +29,11 @@
  *          +128 tags, one byte per slot, 8 to a u64   (a hint: 0 none)
  *          then the slots, each (64-aligned; what a decision reads first:
  *          a FAST key with a key of up to 16 bytes is decided on one line):
- *          +0   a FAST key's state: TAT - born at * r, in its bucket's
- *               units (r per ms)       i64
+ *          +0   a FAST key's state   u64: a bucket's TAT - born at * r,
+ *               in its units (r per ms), as an i64; a fixed window's
+ *               index - k0 << 30 | count; a sliding window's index - k0
+ *               << 32 | prev << 16 | cur; k0 being the index of the window
+ *               the key was added in (a window's 0: no count, fresh)
  *          +8   control: version << 2 | FAST << 1 | live   atomic u64
  *          +16  policy fingerprint (of the live key)   u64
  *          +24  born at: the store time the key was added at (its
@@ -47,7 +50,8 @@
  *          +16  born: the version the key was added at   u64 (so the
  *               key's admissions are its version - born; a move from
  *               FAST adds one to both)
- *          +24  a FAST key's r             i64
+ *          +24  a FAST key's unit: a bucket's r (> 0), or -(2W) for a
+ *               fixed window of W ms, -(2W + 1) for a sliding one   i64
  *          then state copies 0 and 1, 2 * state bytes each:
  *          words of {value u64, version u64}, the state 8 bytes a word:
  *          the parts' states one after the other: buckets i128
@@ -55,15 +59,19 @@
  *          prev, cur; sliding log u32 cap, head, len, pad, i64 base, then
  *          cap entries of (i64 ms, i64 running total).
  *
- * Updates of a key are lock-free. A key of a one-bucket policy (token or
- * leaky) is FAST: its state is one word next to its control word, and an
- * admission is one 16-byte compare-and-swap of the two, while the TAT,
- * kept relative to the time the key was added, fits in 63 bits (at r
- * units per ms, 2^63 / r ms: 292 million years at r = 1, 107 days at
- * r = 999999937, which a rate like 999999937/1000ms needs). A TAT that would
+ * Updates of a key are lock-free. A key of a one-part policy of a bucket
+ * (token or leaky), a fixed window, or a sliding window of a limit below
+ * 2^16 is FAST: its state is one word next to its control word, and an
+ * admission is one 16-byte compare-and-swap of the two, while the state,
+ * kept relative to the time the key was added, fits: a TAT in 63 bits (at
+ * r units per ms, 2^63 / r ms: 292 million years at r = 1, 107 days at
+ * r = 999999937, which a rate like 999999937/1000ms needs); a fixed
+ * window's index within 2^34 windows of the first (199 days of 1 ms
+ * windows) beside its count in 30 bits; a sliding window's within 2^32 (49
+ * days of 1 ms windows) beside two counts in 16 bits. A state that would
  * not fit first moves the key, under its buckets' locks, to the general
- * form below (the same state as two words; a process killed midway leaves
- * it FAST and whole).
+ * form below (the same state as words; a process killed midway leaves it
+ * FAST and whole).
  *
  * Every other key: the key's version v selects its current
  * copy, v & 1, whose words all carry version v. An admission (1) reads the
@@ -139,7 +147,7 @@
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm needs lock-free 64-bit atomics");
 
 #define MAGIC "SLUICEM1"
-#define LAYOUT_VERSION 2
+#define LAYOUT_VERSION 3
 #define HEADER_BYTES 4096
 #define BUCKET_SLOTS 16
 #define KEY_BYTES_DEFAULT 128
@@ -192,11 +200,15 @@ typedef struct {
 typedef struct {
     pair change; /* lo: see the kind; hi: see CHANGE() */
     _Atomic uint64_t born;
-    _Atomic int64_t r; /* a FAST key's bucket: units per ms */
+    _Atomic int64_t unit; /* a FAST key's: a bucket's r, or a window's (see the top) */
 } slot_tail;
 
 #define LIVE 1u
 #define FAST 2u /* the key's state is one word, head.lo (see the top) */
+#define FW_COUNT_BITS 30 /* a FAST fixed window's word: its count's bits */
+_Static_assert(SLUICE_LIMIT_MAX < (1 << FW_COUNT_BITS), "a FAST fixed window's count fits its bits");
+#define FW_INDEX_SPAN (INT64_C(1) << (64 - FW_COUNT_BITS)) /* windows past k0 it holds */
+_Static_assert(SLUICE_PERIOD_MAX_MS < (INT64_C(1) << 40), "a window's unit, -(2W + 1), fits");
 #define VERSION(c) ((c) >> 2)
 #define CTRL_WORD(v, flags) ((uint64_t)(v) << 2 | (flags))
 #define KIND_ADMIT 1u
@@ -221,7 +233,9 @@ typedef struct {
     uint64_t fp;
     uint32_t offset[SLUICE_POLICY_MAX_PARTS], log_cap[SLUICE_POLICY_MAX_PARTS];
     uint32_t bytes, words; /* a state copy: bytes, words */
-    int fast;              /* one bucket: its keys' state is one word (FAST) */
+    int fast;              /* its keys' state is one word (FAST: see the top) */
+    int64_t fast_unit;     /* FAST: the slot's unit (see the top) */
+    uint64_t fast_fresh;   /* FAST: a fresh key's word */
 } spolicy;
 
 typedef struct {
@@ -457,8 +471,12 @@ static int spolicy_init(void *item, void *ctx) {
     }
     sp->bytes = at;
     sp->words = at / 8;
-    sp->fast = p->n_parts == 1 && (p->parts[0].algorithm == SLUICE_TOKEN_BUCKET ||
-                                   p->parts[0].algorithm == SLUICE_LEAKY_BUCKET);
+    sluice_algorithm a = p->parts[0].algorithm;
+    int bucket = a == SLUICE_TOKEN_BUCKET || a == SLUICE_LEAKY_BUCKET;
+    sp->fast = p->n_parts == 1 && (bucket || a == SLUICE_FIXED_WINDOW ||
+                                   (a == SLUICE_SLIDING_WINDOW && p->params[0].limit <= 0xffff));
+    sp->fast_unit = bucket ? p->params[0].r : -(2 * p->params[0].window_ms + (a == SLUICE_SLIDING_WINDOW));
+    sp->fast_fresh = bucket ? (uint64_t)INT64_MIN : 0; /* the lowest TAT; no count */
     if (at > m->state_bytes) {
         sluice__store_errf(&m->head, "policy %s needs %u bytes of state per key; this shm file's slots "
                                      "hold %u (a new file made with ?state_bytes=%u would: remove "
@@ -741,14 +759,71 @@ static void touch(slot *sl, int64_t now_ms) {
         atomic_store_explicit(&sl->last_use_ms, now_ms, memory_order_relaxed);
 }
 
-/* Decides on a FAST key (one bucket): its TAT, relative to born_ms in the
- * bucket's units (r per ms), and its control word change together in one
- * 16-byte compare-and-swap. The same arithmetic as the token bucket's
- * (src/algo/token_bucket.c) on the same backlog: the same decisions. */
+/* A FAST window key's word (see the top) <-> its state; k0: the index of
+ * the window the key was added in (its word is relative to it). */
+static void window_unpack(int sliding, uint64_t w, int64_t k0, sluice__state *st) {
+    if (sliding) {
+        st->sw.index = k0 + (int64_t)(w >> 32);
+        st->sw.prev = (int64_t)(w >> 16 & 0xffff);
+        st->sw.cur = (int64_t)(w & 0xffff);
+    } else {
+        st->fw.index = k0 + (int64_t)(w >> FW_COUNT_BITS);
+        st->fw.cur = (int64_t)(w & ((UINT64_C(1) << FW_COUNT_BITS) - 1));
+    }
+}
+/* 0 when the state lies too far past k0 for the word (its counts always
+ * fit: see spolicy_init). */
+static int window_pack(int sliding, const sluice__state *st, int64_t k0, uint64_t *w) {
+    int64_t delta = (sliding ? st->sw.index : st->fw.index) - k0; /* >= 0: never before the key was added */
+    if (delta < 0 || delta >= (sliding ? INT64_C(1) << 32 : FW_INDEX_SPAN)) return 0;
+    *w = sliding ? (uint64_t)delta << 32 | (uint64_t)st->sw.prev << 16 | (uint64_t)st->sw.cur
+                 : (uint64_t)delta << FW_COUNT_BITS | (uint64_t)st->fw.cur;
+    return 1;
+}
+
+/* Decides on a FAST window key's word w with its algorithm itself
+ * (src/algo/fixed_window.c, sliding_window.c), filling *d: 1 admitted
+ * (*nw: the new word), 0 denied, or CONVERT when the new state does not
+ * fit the word. */
+static int window_step(const spolicy *sp, uint64_t w, int64_t born_ms, int64_t now_ms, int64_t cost,
+                       sluice_decision *d, uint64_t *nw) {
+    const sluice__params *pp = &sp->policy.params[0];
+    int sliding = sp->policy.parts[0].algorithm == SLUICE_SLIDING_WINDOW;
+    int64_t k0 = sluice__floor_div(born_ms, pp->window_ms);
+    sluice__state st;
+    window_unpack(sliding, w, k0, &st);
+    sp->policy.algo[0]->decide(pp, &st, now_ms, cost, d, 1);
+    if (!d->allowed) return 0;
+    return window_pack(sliding, &st, k0, nw) ? 1 : CONVERT;
+}
+
+/* Whether a FAST key's word w is fresh at now_ms (unit: its slot's). */
+static int fast_fresh(uint64_t w, int64_t born_ms, int64_t unit, int64_t now_ms) {
+    if (unit > 0) /* a bucket: full once its TAT is past */
+        return (sluice__i128)(int64_t)w <= (sluice__i128)(now_ms - born_ms) * unit;
+    int64_t W = -unit / 2;
+    int sliding = (int)(-unit % 2);
+    sluice__state st;
+    window_unpack(sliding, w, sluice__floor_div(born_ms, W), &st);
+    if (!sliding) /* as fw_is_fresh: empty, or an old window's count */
+        return st.fw.cur == 0 || st.fw.index < sluice__floor_div(now_ms, W);
+    /* as sw_is_fresh: empty, or counts that no longer weigh (the current
+     * window's once two windows on, the previous one's once one on) */
+    int64_t start = st.sw.index * W, K = sluice__floor_div(now_ms > start ? now_ms : start, W);
+    return (st.sw.prev == 0 && st.sw.cur == 0) || K > st.sw.index + 1 || (K == st.sw.index + 1 && st.sw.cur == 0);
+}
+
+/* Decides on a FAST key: its word (a bucket's TAT, relative to born_ms in
+ * the bucket's units, r per ms; or a window's index and counts) and
+ * its control word change together in one 16-byte compare-and-swap. A
+ * bucket is decided with the token bucket's arithmetic
+ * (src/algo/token_bucket.c) on the same backlog, a window by its
+ * algorithm: the same decisions. */
 static int decide_fast(shm_store *m, const spolicy *sp, slot *sl, bucket_header *home, const uint64_t *kw,
                        size_t len, int64_t cost, int64_t reading_ms, sluice_decision *d, uint64_t seen) {
     const sluice__params *pp = &sp->policy.params[0];
     int shaper = sp->policy.parts[0].algorithm == SLUICE_LEAKY_BUCKET;
+    int window = sp->fast_unit < 0;
     for (;; seen = 0) {
         uint64_t tat = atomic_load_explicit(&sl->head.lo, memory_order_acquire);
         uint64_t c = atomic_load_explicit(&sl->head.hi, memory_order_acquire);
@@ -759,28 +834,38 @@ static int decide_fast(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
         if (!(c & FAST)) return AGAIN;
         /* store time, and never before the key was added (see decision_time) */
         int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed);
-        int64_t now = sluice__store_time(&m->hdr->now_ms, reading_ms), nb;
+        int64_t now = sluice__store_time(&m->hdr->now_ms, reading_ms), nb = 0;
         if (now < born_ms) now = born_ms;
-        /* in 64 bits: ts = (now - born) * r; past 2^63 the bucket is full
-         * (backlog 0) and any admission's TAT outgrows the word */
-        int64_t ts, b, nt;
-        if (__builtin_mul_overflow(now - born_ms, pp->r, &ts)) return CONVERT;
-        int64_t bb = __builtin_sub_overflow((int64_t)tat, ts, &b) || b < 0 ? 0 : b; /* ts >= 0 */
+        int64_t bb = 0;
+        uint64_t nw = 0;
+        int admit;
+        if (window) {
+            if ((admit = window_step(sp, tat, born_ms, now, cost, d, &nw)) == CONVERT) return CONVERT;
+        } else {
+            /* in 64 bits: ts = (now - born) * r; past 2^63 the bucket is
+             * full (backlog 0) and any admission's TAT outgrows the word */
+            int64_t ts, b, nt;
+            if (__builtin_mul_overflow(now - born_ms, pp->r, &ts)) return CONVERT;
+            bb = __builtin_sub_overflow((int64_t)tat, ts, &b) || b < 0 ? 0 : b; /* ts >= 0 */
+            if ((admit = sluice__gcra_room(pp, bb, cost))) {
+                nb = bb + cost * pp->p;
+                if (__builtin_add_overflow(ts, nb, &nt)) return CONVERT;
+                nw = (uint64_t)nt;
+            }
+        }
         touch(sl, now);
-        if (sluice__gcra_room(pp, bb, cost)) {
-            nb = bb + cost * pp->p;
-            if (__builtin_add_overflow(ts, nb, &nt)) return CONVERT;
-            if (!cas16(&sl->head, tat, c, (uint64_t)nt, c + CTRL_WORD(1, 0))) continue;
-            /* the decision's divisions after the CAS, which would wait for them */
-            sluice__gcra_allowed(pp, bb, nb, shaper, d);
+        if (admit) {
+            if (!cas16(&sl->head, tat, c, nw, c + CTRL_WORD(1, 0))) continue;
+            /* a bucket's divisions after the CAS, which would wait for them */
+            if (!window) sluice__gcra_allowed(pp, bb, nb, shaper, d);
             sluice__store_time_raise(&m->hdr->now_ms, now);
         } else {
-            /* no CAS vouches for a denial: the key, born_ms and TAT it was
+            /* no CAS vouches for a denial: the key, born_ms and word it was
              * worked out from are this key's only if the control word is
              * still c after them (else the slot changed hands meanwhile) */
             atomic_thread_fence(memory_order_acquire);
             if (atomic_load_explicit(&sl->head.hi, memory_order_relaxed) != c) continue;
-            sluice__gcra_denied(pp, bb, cost, d);
+            if (!window) sluice__gcra_denied(pp, bb, cost, d);
             atomic_fetch_add_explicit(&home->denied, 1, memory_order_relaxed);
         }
         sluice__decision_lag(d, now - reading_ms);
@@ -788,7 +873,7 @@ static int decide_fast(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
     }
 }
 
-/* Moves a FAST key whose TAT outgrew its word to the general form, the
+/* Moves a FAST key whose state outgrew its word to the general form, the
  * same state as copy words, with the buckets' locks held. Killed midway,
  * the key is still FAST and whole: the last compare-and-swap switches. */
 static void convert(const shm_store *m, slot *sl) {
@@ -796,14 +881,29 @@ static void convert(const shm_store *m, slot *sl) {
         uint64_t tat, c;
         pair_read(&sl->head, &tat, &c);
         if ((c & (LIVE | FAST)) != (LIVE | FAST)) return;
-        uint64_t v = VERSION(c) + 1, words[2];
-        int64_t r = atomic_load_explicit(&tail_of(m, sl)->r, memory_order_relaxed);
-        sluice__i128 abs = (sluice__i128)(int64_t)tat +
-                           (sluice__i128)atomic_load_explicit(&sl->born_ms, memory_order_relaxed) * r;
-        memcpy(words, &abs, sizeof words); /* a bucket's state: its TAT, i128 */
-        copy_write(m, sl, v, words, 2);
-        sluice__i128 f = abs / r + (abs % r > 0); /* fresh at: ceil(TAT / r) ms */
-        int64_t fresh_at = f > INT64_MAX ? INT64_MAX : f < INT64_MIN ? INT64_MIN : (int64_t)f;
+        uint64_t v = VERSION(c) + 1, words[3];
+        size_t n = 2;
+        int64_t unit = atomic_load_explicit(&tail_of(m, sl)->unit, memory_order_relaxed);
+        int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed), fresh_at;
+        if (unit > 0) {
+            sluice__i128 abs = (sluice__i128)(int64_t)tat + (sluice__i128)born_ms * unit;
+            memcpy(words, &abs, sizeof abs); /* a bucket's state: its TAT, i128 */
+            sluice__i128 f = abs / unit + (abs % unit > 0); /* fresh at: ceil(TAT / r) ms */
+            fresh_at = f > INT64_MAX ? INT64_MAX : f < INT64_MIN ? INT64_MIN : (int64_t)f;
+        } else {
+            int64_t W = -unit / 2;
+            int sliding = (int)(-unit % 2);
+            sluice__state st; /* a window's state, as load_states reads it */
+            window_unpack(sliding, tat, sluice__floor_div(born_ms, W), &st);
+            if (sliding) {
+                memcpy(words, &st.sw, sizeof st.sw), n = 3;
+                fresh_at = st.sw.cur > 0 ? (st.sw.index + 2) * W : st.sw.prev > 0 ? (st.sw.index + 1) * W : INT64_MIN;
+            } else {
+                memcpy(words, &st.fw, sizeof st.fw);
+                fresh_at = st.fw.cur > 0 ? (st.fw.index + 1) * W : INT64_MIN; /* its window's end */
+            }
+        }
+        copy_write(m, sl, v, words, n);
         STEP(5);
         pair_set(&tail_of(m, sl)->change, (uint64_t)fresh_at, CHANGE(v, KIND_SETTLED, 0));
         uint64_t born = atomic_load_explicit(&tail_of(m, sl)->born, memory_order_relaxed);
@@ -902,10 +1002,9 @@ again:;
             if (c & FAST) {
                 pair_read(&sl->head, &lo, &c);
                 if ((c & (LIVE | FAST)) != (LIVE | FAST)) goto again;
-                int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed);
-                int64_t r = atomic_load_explicit(&tail_of(m, sl)->r, memory_order_relaxed);
                 hi = 0;
-                fresh = (sluice__i128)(int64_t)lo <= (sluice__i128)(now_ms - born_ms) * r;
+                fresh = fast_fresh(lo, atomic_load_explicit(&sl->born_ms, memory_order_relaxed),
+                                   atomic_load_explicit(&tail_of(m, sl)->unit, memory_order_relaxed), now_ms);
             } else {
                 pair_read(&tail_of(m, sl)->change, &lo, &hi);
                 int pending = CHANGE_VERSION(hi) == (uint32_t)(VERSION(c) + 1);
@@ -969,10 +1068,10 @@ static slot *add_key(shm_store *m, const spolicy *sp, bucket_header *const bt[2]
     _Atomic uint64_t *tw = &(*home)->tags[i / 8]; /* written under the lock: no other writer */
     uint64_t t = atomic_load_explicit(tw, memory_order_relaxed) & ~(UINT64_C(0xff) << (i % 8 * 8));
     atomic_store_explicit(tw, t | (uint64_t)tag << (i % 8 * 8), memory_order_relaxed);
-    if (sp->fast) { /* one word: a TAT that is fresh at any reading */
-        atomic_store_explicit(&tail_of(m, sl)->r, sp->policy.params[0].r, memory_order_relaxed);
+    if (sp->fast) { /* one word, fresh at any reading */
+        atomic_store_explicit(&tail_of(m, sl)->unit, sp->fast_unit, memory_order_relaxed);
         STEP(4);
-        pair_set(&sl->head, (uint64_t)INT64_MIN, CTRL_WORD(v, FAST | LIVE));
+        pair_set(&sl->head, sp->fast_fresh, CTRL_WORD(v, FAST | LIVE));
         return sl;
     }
     fresh_states(sp, (uint8_t *)buf);
