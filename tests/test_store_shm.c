@@ -1963,6 +1963,91 @@ TEST(killed_while_converting_a_key_loses_nothing) {
     converting_loses_nothing("convert-sw.shm", "sliding-window limit=5 window=1ms", 1000 + (INT64_C(1) << 32));
 }
 
+/* A sliding window converted while its previous window still weighs: the
+ * key is added at 1000 (window 100 of 10 ms), fills 3 of 5 in window
+ * 100 + 2^32 - 1 (its word's last), then is admitted 4 ms into the next
+ * window, which outgrows the word: the converted state must carry the 3
+ * (weighing 6/10), with the conversion finished here or by a process
+ * killed in its middle. */
+static void converting_keeps_counts(const char *name, const char *spec, int64_t t0, int64_t t1, int kill) {
+    char path[256], url[400];
+    tmp_path(path, sizeof path, name);
+    shm_url(url, sizeof url, path, "max_keys=16");
+    sluice_store *s = open_url(url), *mem = open_url("memory:");
+    sluice_policy *p = policy("keep", spec);
+    REQUIRE(s && mem && p);
+    sluice_decision d, e;
+    int64_t at[2] = {1000, t0};
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 3, at[i], &d), 0);
+        CHECK_EQ(sluice_store_acquire_at(mem, p, "k", 1, 3, at[i], &e), 0);
+        CHECK(d.allowed && same(&d, &e));
+    }
+    if (kill) CHECK(killed_at_step(url, "keep", spec, "k", t1, 5));
+    alarm(10);
+    long allowed = 0;
+    for (int i = 0; i < 6; i++) {
+        CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, t1 + i, &d), 0);
+        CHECK_EQ(sluice_store_acquire_at(mem, p, "k", 1, 1, t1 + i, &e), 0);
+        allowed += e.allowed;
+        if (!same(&d, &e)) {
+            fprintf(stderr, "%s at %lld:\n", spec, (long long)(t1 + i));
+            print_decision("shm", &d);
+            print_decision("memory", &e);
+            CHECK(0);
+        }
+    }
+    alarm(0);
+    CHECK(allowed < 6); /* the carried count denied some */
+    CHECK_EQ(stats(s).allowed, stats(mem).allowed);
+    sluice_store_close(s);
+    sluice_store_close(mem);
+    sluice_policy_free(p);
+}
+TEST(converting_a_sliding_window_keeps_its_previous_count) {
+    int64_t A = 100 + (INT64_C(1) << 32) - 1;
+    converting_keeps_counts("keep-0.shm", "sliding-window limit=5 window=10ms", A * 10 + 3, (A + 1) * 10 + 4, 0);
+    converting_keeps_counts("keep-1.shm", "sliding-window limit=5 window=10ms", A * 10 + 3, (A + 1) * 10 + 4, 1);
+}
+
+/* The counts at their widest: a sliding window of limit 0xffff (FAST, 16
+ * bits a count) and 0x10000 (the general form), a fixed window of the
+ * largest limit, each filled at once, then decided on across windows. */
+TEST(window_counts_at_their_limits) {
+    static const char *const sp[] = {"sliding-window limit=65535 window=10ms",
+                                     "sliding-window limit=65536 window=10ms",
+                                     "fixed-window limit=1000000000 window=10ms"};
+    static const int64_t lim[] = {65535, 65536, 1000000000};
+    for (int i = 0; i < 3; i++) {
+        char path[256], url[400], name[32];
+        snprintf(name, sizeof name, "wide-%d.shm", i);
+        tmp_path(path, sizeof path, name);
+        shm_url(url, sizeof url, path, "max_keys=16");
+        sluice_store *s = open_url(url), *mem = open_url("memory:");
+        sluice_policy *p = policy("wide", sp[i]);
+        REQUIRE(s && mem && p);
+        uint64_t rs = 99;
+        int64_t now = -25;
+        for (int k = 0; k < 400; k++) {
+            int64_t cost = k == 0 ? lim[i] : check_range_(&rs, 0, 3) == 0 ? lim[i] - check_range_(&rs, 0, 2) : 1;
+            sluice_decision d, e;
+            CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, cost, now, &d), 0);
+            CHECK_EQ(sluice_store_acquire_at(mem, p, "k", 1, cost, now, &e), 0);
+            if (!same(&d, &e)) {
+                fprintf(stderr, "%s cost %lld at %lld\n", sp[i], (long long)cost, (long long)now);
+                print_decision("shm", &d);
+                print_decision("memory", &e);
+                CHECK(0);
+                break;
+            }
+            now += check_range_(&rs, 0, 7);
+        }
+        sluice_store_close(s);
+        sluice_store_close(mem);
+        sluice_policy_free(p);
+    }
+}
+
 /* Decides on random keys of three policies, forever, checking every
  * decision's fields; a decision that is wrong in itself (a torn state
  * would give one) ends the process with status 7. */
@@ -1970,7 +2055,7 @@ static void sane_worker(const char *url, uint64_t seed) {
     sluice_store *s = open_url(url);
     sluice_policy *pol[3] = {policy("sane-a", "sliding-log limit=10 window=1h; token-bucket capacity=100 rate=1/h"),
                              policy("sane-b", "fixed-window limit=5 window=1h"),
-                             policy("sane-c", "token-bucket capacity=7 rate=1/h")}; /* FAST keys */
+                             policy("sane-c", "token-bucket capacity=7 rate=1/h")}; /* b, c: FAST keys */
     if (!s || !pol[0] || !pol[1] || !pol[2]) _exit(3);
     char kb[16];
     for (;;) {
@@ -2177,4 +2262,5 @@ TEST_MAIN(per_key_state_and_file_mode, policy_objects_past_the_cache_share_keys,
           lock_of_a_live_process_without_main_thread_is_kept, unreadable_boot_id_resets_nothing,
           fork_after_open_then_crash_does_not_deadlock, stopped_process_blocks_nobody,
           evictions_stops_and_kills_stay_sane, killed_while_adding_a_key_leaves_no_state_behind,
-          killed_while_converting_a_key_loses_nothing)
+          killed_while_converting_a_key_loses_nothing, converting_a_sliding_window_keeps_its_previous_count,
+          window_counts_at_their_limits)

@@ -186,7 +186,7 @@ typedef struct {
 /* What a decision reads, first: a FAST key with a key of up to 16 bytes
  * is decided on this one line. */
 typedef struct {
-    pair head; /* lo: a FAST key's TAT; hi: the control word */
+    pair head; /* lo: a FAST key's word (its state); hi: the control word */
     _Atomic uint64_t fp;
     _Atomic int64_t born_ms;
     _Atomic uint32_t key_len;
@@ -750,7 +750,7 @@ static int64_t decision_time(const shm_store *m, bucket_header *const bt[2], int
 }
 
 #define AGAIN 3   /* internal: the key changed form (FAST no more): look again */
-#define CONVERT 4 /* internal: the key's TAT outgrew its word: convert, locked */
+#define CONVERT 4 /* internal: the key's state outgrew its word: convert, locked */
 
 /* Notes a key's use (for the least recently used): a write only when the
  * time moved, so deciding leaves the line clean when it need not write. */
@@ -771,8 +771,9 @@ static void window_unpack(int sliding, uint64_t w, int64_t k0, sluice__state *st
         st->fw.cur = (int64_t)(w & ((UINT64_C(1) << FW_COUNT_BITS) - 1));
     }
 }
-/* 0 when the state lies too far past k0 for the word (its counts always
- * fit: see spolicy_init). */
+/* 0 when the state lies too far past k0 for the word. Its counts always
+ * fit: a fixed window's are at most its limit (see FW_COUNT_BITS), a
+ * sliding window's too, and FAST only below 2^16 (spolicy_init). */
 static int window_pack(int sliding, const sluice__state *st, int64_t k0, uint64_t *w) {
     int64_t delta = (sliding ? st->sw.index : st->fw.index) - k0; /* >= 0: never before the key was added */
     if (delta < 0 || delta >= (sliding ? INT64_C(1) << 32 : FW_INDEX_SPAN)) return 0;
@@ -825,10 +826,10 @@ static int decide_fast(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
     int shaper = sp->policy.parts[0].algorithm == SLUICE_LEAKY_BUCKET;
     int window = sp->fast_unit < 0;
     for (;; seen = 0) {
-        uint64_t tat = atomic_load_explicit(&sl->head.lo, memory_order_acquire);
+        uint64_t w = atomic_load_explicit(&sl->head.lo, memory_order_acquire);
         uint64_t c = atomic_load_explicit(&sl->head.hi, memory_order_acquire);
-        if (c != seen) { /* else tat was read between two equal readings of c: of version c */
-            pair_read(&sl->head, &tat, &c);
+        if (c != seen) { /* else w was read between two equal readings of c: of version c */
+            pair_read(&sl->head, &w, &c);
             if (!(c & LIVE) || !holds(sl, sp->fp, kw, len)) return NOT_HELD;
         }
         if (!(c & FAST)) return AGAIN;
@@ -840,13 +841,14 @@ static int decide_fast(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
         uint64_t nw = 0;
         int admit;
         if (window) {
-            if ((admit = window_step(sp, tat, born_ms, now, cost, d, &nw)) == CONVERT) return CONVERT;
+            if ((admit = window_step(sp, w, born_ms, now, cost, d, &nw)) == CONVERT) return CONVERT;
         } else {
-            /* in 64 bits: ts = (now - born) * r; past 2^63 the bucket is
-             * full (backlog 0) and any admission's TAT outgrows the word */
+            /* w is the TAT. In 64 bits: ts = (now - born) * r; past 2^63
+             * the bucket is full (backlog 0) and any admission's TAT
+             * outgrows the word */
             int64_t ts, b, nt;
             if (__builtin_mul_overflow(now - born_ms, pp->r, &ts)) return CONVERT;
-            bb = __builtin_sub_overflow((int64_t)tat, ts, &b) || b < 0 ? 0 : b; /* ts >= 0 */
+            bb = __builtin_sub_overflow((int64_t)w, ts, &b) || b < 0 ? 0 : b; /* ts >= 0 */
             if ((admit = sluice__gcra_room(pp, bb, cost))) {
                 nb = bb + cost * pp->p;
                 if (__builtin_add_overflow(ts, nb, &nt)) return CONVERT;
@@ -855,7 +857,7 @@ static int decide_fast(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
         }
         touch(sl, now);
         if (admit) {
-            if (!cas16(&sl->head, tat, c, nw, c + CTRL_WORD(1, 0))) continue;
+            if (!cas16(&sl->head, w, c, nw, c + CTRL_WORD(1, 0))) continue;
             /* a bucket's divisions after the CAS, which would wait for them */
             if (!window) sluice__gcra_allowed(pp, bb, nb, shaper, d);
             sluice__store_time_raise(&m->hdr->now_ms, now);
@@ -878,15 +880,15 @@ static int decide_fast(shm_store *m, const spolicy *sp, slot *sl, bucket_header 
  * the key is still FAST and whole: the last compare-and-swap switches. */
 static void convert(const shm_store *m, slot *sl) {
     for (;;) {
-        uint64_t tat, c;
-        pair_read(&sl->head, &tat, &c);
+        uint64_t w, c;
+        pair_read(&sl->head, &w, &c);
         if ((c & (LIVE | FAST)) != (LIVE | FAST)) return;
         uint64_t v = VERSION(c) + 1, words[3];
         size_t n = 2;
         int64_t unit = atomic_load_explicit(&tail_of(m, sl)->unit, memory_order_relaxed);
         int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed), fresh_at;
         if (unit > 0) {
-            sluice__i128 abs = (sluice__i128)(int64_t)tat + (sluice__i128)born_ms * unit;
+            sluice__i128 abs = (sluice__i128)(int64_t)w + (sluice__i128)born_ms * unit;
             memcpy(words, &abs, sizeof abs); /* a bucket's state: its TAT, i128 */
             sluice__i128 f = abs / unit + (abs % unit > 0); /* fresh at: ceil(TAT / r) ms */
             fresh_at = f > INT64_MAX ? INT64_MAX : f < INT64_MIN ? INT64_MIN : (int64_t)f;
@@ -894,7 +896,7 @@ static void convert(const shm_store *m, slot *sl) {
             int64_t W = -unit / 2;
             int sliding = (int)(-unit % 2);
             sluice__state st; /* a window's state, as load_states reads it */
-            window_unpack(sliding, tat, sluice__floor_div(born_ms, W), &st);
+            window_unpack(sliding, w, sluice__floor_div(born_ms, W), &st);
             if (sliding) {
                 memcpy(words, &st.sw, sizeof st.sw), n = 3;
                 fresh_at = st.sw.cur > 0 ? (st.sw.index + 2) * W : st.sw.prev > 0 ? (st.sw.index + 1) * W : INT64_MIN;
@@ -908,14 +910,14 @@ static void convert(const shm_store *m, slot *sl) {
         pair_set(&tail_of(m, sl)->change, (uint64_t)fresh_at, CHANGE(v, KIND_SETTLED, 0));
         uint64_t born = atomic_load_explicit(&tail_of(m, sl)->born, memory_order_relaxed);
         atomic_store_explicit(&tail_of(m, sl)->born, born + 1, memory_order_relaxed); /* this version is no admission */
-        if (cas16(&sl->head, tat, c, 0, CTRL_WORD(v, LIVE))) return;
+        if (cas16(&sl->head, w, c, 0, CTRL_WORD(v, LIVE))) return;
         atomic_store_explicit(&tail_of(m, sl)->born, born, memory_order_relaxed);
     }
 }
 
-/* Drops the FAST key {tat, c} (as drop() does the others'). */
-static int drop_fast(const shm_store *m, bucket_header *bh, slot *sl, uint64_t tat, uint64_t c) {
-    if (!cas16(&sl->head, tat, c, tat, CTRL_WORD(VERSION(c) + 1, 0))) return 0;
+/* Drops the FAST key {w, c} (as drop() does the others'). */
+static int drop_fast(const shm_store *m, bucket_header *bh, slot *sl, uint64_t w, uint64_t c) {
+    if (!cas16(&sl->head, w, c, w, CTRL_WORD(VERSION(c) + 1, 0))) return 0;
     count_dropped(m, bh, sl, c);
     return 1;
 }
