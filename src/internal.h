@@ -333,12 +333,12 @@ typedef struct {
     struct {
         _Atomic uint64_t serial;
         unsigned id;
-        uint64_t word; /* the item's word at word_offset */
+        uint32_t word; /* the item's word at word_offset (32 bits: an entry stays 16 bytes) */
     } known[SLUICE__KNOWN_MAX];
     atomic_uint n_known;
     size_t item_size; /* >= sizeof(sluice_policy) */
-    /* the offset in an item of a u64 that known[] keeps beside the id, so a
-     * decision that needs it early (shm: the policy's fingerprint, which
+    /* the offset in an item of a u32 that known[] keeps beside the id, so a
+     * decision that needs it early (shm: the policy's hash tweak, which
      * its key hash takes) has it without waiting for the item's address;
      * a store that needs none leaves it 0 (the cached word then goes unused) */
     size_t word_offset;
@@ -356,8 +356,8 @@ static inline void *sluice__policy_item(const sluice__policy_set *set, unsigned 
     return set->chunks[id / SLUICE__POLICY_CHUNK][id % SLUICE__POLICY_CHUNK];
 }
 /* Item id's word at word_offset (what known[] caches). */
-static inline uint64_t sluice__policy_item_word(const sluice__policy_set *set, unsigned id) {
-    uint64_t w;
+static inline uint32_t sluice__policy_item_word(const sluice__policy_set *set, unsigned id) {
+    uint32_t w;
     memcpy(&w, (const char *)sluice__policy_item(set, id) + set->word_offset, sizeof w);
     return w;
 }
@@ -365,7 +365,7 @@ static inline uint64_t sluice__policy_item_word(const sluice__policy_set *set, u
  * met before (its id then in *id, and its item's word at word_offset in
  * *word when word is not NULL). */
 static inline int sluice__policy_set_known(const sluice__policy_set *set, uint64_t serial, unsigned *id,
-                                           uint64_t *word) {
+                                           uint32_t *word) {
     unsigned n = atomic_load_explicit(&set->n_known, memory_order_acquire);
     for (unsigned i = 0; i < n; i++) {
         if (atomic_load_explicit(&set->known[i].serial, memory_order_relaxed) == serial) {
@@ -379,7 +379,7 @@ static inline int sluice__policy_set_known(const sluice__policy_set *set, uint64
 /* The same as sluice__policy_set_add, inline: a policy object met before is
  * found without a call. word: as in sluice__policy_set_known. */
 static inline int sluice__policy_set_id(sluice__policy_set *set, const sluice_store *s,
-                                        const sluice_policy *p, unsigned *id, uint64_t *word) {
+                                        const sluice_policy *p, unsigned *id, uint32_t *word) {
     if (sluice__policy_set_known(set, p->serial, id, word)) return 0;
     int rc = sluice__policy_set_add(set, s, p, id);
     if (rc == 0 && word) *word = sluice__policy_item_word(set, *id);

@@ -18,7 +18,8 @@
  *          +96  store time: highest reading  atomic i64
  *          +104 key hash: 1 SipHash-1-3, 2 three AES rounds for keys of up
  *               to 16 bytes (where the CPU that made the file has AES
- *               instructions; SipHash-1-3 for longer keys)   u32
+ *               instructions; SipHash-1-3 for longer keys)   u32; either
+ *               takes the top 32 bits of the policy's fingerprint too
  *          +112 the AES hash's round keys  u64[8]
  *   4096   buckets, each: header (align64(128 + align8(slots per bucket)) bytes)
  *          +0   lock: owner (start << 32 | pid), 0 free   atomic u64
@@ -231,6 +232,7 @@ _Static_assert(offsetof(slot, fp) == 16 && offsetof(slot, key) == 48 && sizeof(s
 typedef struct {
     sluice_policy policy;
     uint64_t fp;
+    uint32_t tweak; /* its keys' hash tweak: fp's top 32 bits */
     uint32_t offset[SLUICE_POLICY_MAX_PARTS], log_cap[SLUICE_POLICY_MAX_PARTS];
     uint32_t bytes, words; /* a state copy: bytes, words */
     int fast;              /* its keys' state is one word (FAST: see the top) */
@@ -450,6 +452,7 @@ static int spolicy_init(void *item, void *ctx) {
     sluice_policy_format(p, text + n, sizeof text - (size_t)n);
     uint64_t zero[2] = {0, 0};
     sp->fp = sluice__siphash24(zero, text, strlen(text)) | 1; /* never 0: 0 is "free" */
+    sp->tweak = (uint32_t)(sp->fp >> 32);
     uint32_t at = 0;
     for (size_t i = 0; i < p->n_parts; i++) {
         sp->offset[i] = at;
@@ -1102,8 +1105,8 @@ static inline __attribute__((always_inline)) int locate(shm_store *m, const slui
         return SLUICE_EINVAL;
     }
     unsigned id;
-    uint64_t fp; /* the policy's fingerprint, cached beside its id: the hash need not wait for sp */
-    int rc = sluice__policy_set_id(&m->policies, &m->head, p, &id, &fp);
+    uint32_t tweak; /* the policy's, cached beside its id: the hash need not wait for sp */
+    int rc = sluice__policy_set_id(&m->policies, &m->head, p, &id, &tweak);
     if (rc) return rc;
     q->sp = sluice__policy_item(&m->policies, id);
     uint64_t h;
@@ -1114,9 +1117,9 @@ static inline __attribute__((always_inline)) int locate(shm_store *m, const slui
         memcpy(kw, key, len);
     }
     if (len <= 16 && m->aes) {
-        h = sluice__aeshash16_words(m->hdr->aes_key, fp >> 8, kw[0], kw[1], len);
+        h = sluice__aeshash16_words(m->hdr->aes_key, tweak, kw[0], kw[1], len);
     } else {
-        uint64_t k[2] = {m->hdr->seed[0] ^ fp, m->hdr->seed[1]};
+        uint64_t k[2] = {m->hdr->seed[0] ^ tweak, m->hdr->seed[1]};
         h = sluice__siphash13(k, key, len);
     }
     if (m->collide) h = 0;
@@ -1329,7 +1332,7 @@ static int shm_open_file(const sluice__url *url, const sluice__store_config *cfg
     pthread_once(&self_id_once, self_id_init);
     m->policies.item_size = sizeof(spolicy);
     m->policies.init = spolicy_init;
-    m->policies.word_offset = offsetof(spolicy, fp);
+    m->policies.word_offset = offsetof(spolicy, tweak);
     m->policies.ctx = m;
     int rc = SLUICE_EINVAL;
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
