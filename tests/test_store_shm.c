@@ -1923,20 +1923,29 @@ TEST(killed_while_adding_a_key_leaves_no_state_behind) {
     sluice_policy_free(p);
 }
 
+/* A one-bucket shm file named name (its URL in url), memory:, and the
+ * policy spec named pname: 0 when one of them fails. */
+static int open_beside_memory(const char *name, const char *pname, const char *spec, char url[400],
+                              sluice_store **s, sluice_store **mem, sluice_policy **p) {
+    char path[256];
+    tmp_path(path, sizeof path, name);
+    shm_url(url, 400, path, "max_keys=16");
+    *s = open_url(url), *mem = open_url("memory:"), *p = policy(pname, spec);
+    return *s && *mem && *p;
+}
+
 /* A FAST key keeps its state in one word while it fits: a bucket's TAT a
  * reading 2^34 ms after the key was added, at r = 999999937 units per ms,
  * does not, nor does a fixed window 2^34 windows after the key's first, or
- * a sliding window 2^32 windows after it; the key
- * moves to the general form under its buckets' locks. A process killed in
- * the middle of that (after the state's words, before the switch) leaves
- * the key whole: the decisions stay the memory store's. */
+ * a sliding window 2^32 windows after it; the key moves to the general
+ * form under its buckets' locks. A process killed in the middle of that
+ * (after the state's words, before the switch) leaves the key whole: the
+ * decisions stay the memory store's. */
 static void converting_loses_nothing(const char *name, const char *spec, int64_t later) {
-    char path[256], url[400];
-    tmp_path(path, sizeof path, name);
-    shm_url(url, sizeof url, path, "max_keys=16");
-    sluice_store *s = open_url(url), *mem = open_url("memory:");
-    sluice_policy *p = policy("conv", spec);
-    REQUIRE(s && mem && p);
+    char url[400];
+    sluice_store *s, *mem;
+    sluice_policy *p;
+    REQUIRE(open_beside_memory(name, "conv", spec, url, &s, &mem, &p));
     sluice_decision d, e;
     for (int i = 0; i < 3; i++) {
         CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 2, 1000, &d), 0);
@@ -1970,12 +1979,10 @@ TEST(killed_while_converting_a_key_loses_nothing) {
  * (weighing 6/10), with the conversion finished here or by a process
  * killed in its middle. */
 static void converting_keeps_counts(const char *name, const char *spec, int64_t t0, int64_t t1, int kill) {
-    char path[256], url[400];
-    tmp_path(path, sizeof path, name);
-    shm_url(url, sizeof url, path, "max_keys=16");
-    sluice_store *s = open_url(url), *mem = open_url("memory:");
-    sluice_policy *p = policy("keep", spec);
-    REQUIRE(s && mem && p);
+    char url[400];
+    sluice_store *s, *mem;
+    sluice_policy *p;
+    REQUIRE(open_beside_memory(name, "keep", spec, url, &s, &mem, &p));
     sluice_decision d, e;
     int64_t at[2] = {1000, t0};
     for (int i = 0; i < 2; i++) {
@@ -2019,13 +2026,11 @@ TEST(window_counts_at_their_limits) {
                                      "fixed-window limit=1000000000 window=10ms"};
     static const int64_t lim[] = {65535, 65536, 1000000000};
     for (int i = 0; i < 3; i++) {
-        char path[256], url[400], name[32];
+        char url[400], name[32];
         snprintf(name, sizeof name, "wide-%d.shm", i);
-        tmp_path(path, sizeof path, name);
-        shm_url(url, sizeof url, path, "max_keys=16");
-        sluice_store *s = open_url(url), *mem = open_url("memory:");
-        sluice_policy *p = policy("wide", sp[i]);
-        REQUIRE(s && mem && p);
+        sluice_store *s, *mem;
+        sluice_policy *p;
+        REQUIRE(open_beside_memory(name, "wide", sp[i], url, &s, &mem, &p));
         uint64_t rs = 99;
         int64_t now = -25;
         for (int k = 0; k < 400; k++) {
