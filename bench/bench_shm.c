@@ -21,7 +21,7 @@
  *           precomputed in an array.
  *  tables   max_keys = the number of keys, on_full=refuse; shm: also
  *           key_bytes=16 and state_bytes=16 (a token bucket's state; 32 for
- *           the sliding window below), in a
+ *           the sliding windows below), in a
  *           file in a fresh temp directory (under /dev/shm when it is there:
  *           tmpfs, no writeback; the directory is printed and removed at the
  *           end). Warm-up inserts every key once, in a random order, at one
