@@ -972,7 +972,17 @@ typedef struct {
     sluice_store *store;
     const char *url;
     char url_buf[CLI_URL_MAX];
+    FILE *trace; /* --trace-file (run, pipe: tests), else NULL */
 } cli_session;
+
+/* Opens --trace-file, when given, as s->trace. 0 or 2. */
+static int cli_open_trace(const cli_args *a, cli_session *s) {
+    if (a->trace_path && !(s->trace = fopen(a->trace_path, "w"))) {
+        fprintf(stderr, "sluice %s: --trace-file %s: %s\n", a->cmd->name, a->trace_path, strerror(errno));
+        return 2;
+    }
+    return 0;
+}
 
 /* Parses --name and --policy, and checks --cost against the policy. 0 or 2. */
 static int cli_open_policy(const cli_args *a, cli_session *s) {
@@ -1038,6 +1048,7 @@ static int cli_open_store(const cli_args *a, cli_session *s, int existing_only) 
 }
 
 static void cli_close(cli_session *s) {
+    if (s->trace) fclose(s->trace);
     sluice_store_close(s->store);
     sluice_clock_free(s->manual);
     sluice_policy_free(s->policy);
@@ -1048,7 +1059,8 @@ static void cli_close(cli_session *s) {
  * session closed. */
 static int cli_open(const cli_args *a, cli_session *s) {
     memset(s, 0, sizeof *s);
-    int rc = cli_open_policy(a, s);
+    int rc = cli_open_trace(a, s);
+    if (rc == 0) rc = cli_open_policy(a, s);
     if (rc == 0) rc = cli_open_store(a, s, 0);
     if (rc) cli_close(s);
     return rc;
@@ -1286,14 +1298,8 @@ static int cmd_run(int argc, char **argv) {
     if (status) return status < 0 ? 0 : status;
     /* everything that can be known to fail, before anything is counted */
     memset(&s, 0, sizeof s);
-    FILE *trace = NULL;
-    if (a.trace_path && !(trace = fopen(a.trace_path, "w"))) {
-        fprintf(stderr, "sluice run: --trace-file %s: %s\n", a.trace_path, strerror(errno));
-        return 2;
-    }
-    if ((status = cli_open_policy(&a, &s)) != 0 || (status = check_command_runs(a.command[0])) != 0 ||
-        (status = cli_open_store(&a, &s, 0)) != 0) {
-        if (trace) fclose(trace);
+    if ((status = cli_open_trace(&a, &s)) != 0 || (status = cli_open_policy(&a, &s)) != 0 ||
+        (status = check_command_runs(a.command[0])) != 0 || (status = cli_open_store(&a, &s, 0)) != 0) {
         cli_close(&s);
         return status;
     }
@@ -1309,22 +1315,17 @@ static int cmd_run(int argc, char **argv) {
         fprintf(stderr, " (key ");
         put_quoted(stderr, a.key, a.key_len);
         fprintf(stderr, "); %s not run\n", a.command[0]);
-        if (trace) fclose(trace);
         cli_close(&s);
         return 1;
     }
     if (rc != SLUICE_OK) {
         cli_decision_error(&a, &s, rc);
-        if (trace) fclose(trace);
         cli_close(&s);
         return 2;
     }
     /* a leaky bucket admits with a delay: the request proceeds after it */
     if (d.delay_ms > 0) sluice_clock_sleep_ms(s.clock, d.delay_ms);
-    if (trace) {
-        fprintf(trace, "t=%" PRId64 "\n", sluice_clock_now_ms(s.clock));
-        fclose(trace);
-    }
+    if (s.trace) fprintf(s.trace, "t=%" PRId64 "\n", sluice_clock_now_ms(s.clock));
     cli_close(&s);
     fflush(stdout);
     execvp(a.command[0], a.command);
@@ -1419,7 +1420,6 @@ enum { PIPE_BUF_SIZE = 65536 };
 typedef struct {
     const cli_args *a;
     cli_session *s;
-    FILE *trace;
     int64_t least; /* the least limit of the policy: the largest cost */
     char buf[PIPE_BUF_SIZE];
     size_t written, released, filled;
@@ -1460,7 +1460,7 @@ static int pipe_admit(pipe_state *ps, int64_t want, int partial_ok, int64_t *got
         if (pipe_flush(ps)) return 1;
         sluice_clock_sleep_ms(s->clock, d.delay_ms);
     }
-    if (ps->trace) fprintf(ps->trace, "t=%" PRId64 " units=%" PRId64 "\n", sluice_clock_now_ms(s->clock), want);
+    if (s->trace) fprintf(s->trace, "t=%" PRId64 " units=%" PRId64 "\n", sluice_clock_now_ms(s->clock), want);
     *got = want;
     return 0;
 }
@@ -1475,13 +1475,7 @@ static int cmd_pipe(int argc, char **argv) {
         fprintf(stderr, "sluice pipe: out of memory\n");
         return 1;
     }
-    if (a.trace_path && !(ps->trace = fopen(a.trace_path, "w"))) {
-        fprintf(stderr, "sluice pipe: --trace-file %s: %s\n", a.trace_path, strerror(errno));
-        free(ps);
-        return 2;
-    }
     if ((status = cli_open(&a, &s)) != 0) {
-        if (ps->trace) fclose(ps->trace);
         free(ps);
         return status;
     }
@@ -1514,10 +1508,11 @@ static int cmd_pipe(int argc, char **argv) {
         }
     }
     if (pipe_flush(ps) && status == 0) status = 1; /* what was admitted goes out */
-    if (ps->trace && fclose(ps->trace) != 0 && status == 0) {
+    if (s.trace && fclose(s.trace) != 0 && status == 0) {
         fprintf(stderr, "sluice pipe: --trace-file %s: %s\n", a.trace_path, strerror(errno));
         status = 1;
     }
+    s.trace = NULL; /* closed */
     cli_close(&s);
     free(ps);
     return status;
@@ -1554,7 +1549,6 @@ static const char stats_help[] =
 static const cli_command stats_command = {"stats", "usage: sluice stats [--store URL] [--json]", stats_help,
                                           OPT_STORE | OPT_JSON, 0, 0};
 
-/* s as a JSON string. */
 /* The length of the valid UTF-8 sequence at s (1..4), or 0. */
 static int utf8_len(const unsigned char *s) {
     int n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
