@@ -801,20 +801,24 @@ static int window_step(const spolicy *sp, uint64_t w, int64_t born_ms, int64_t n
     return window_pack(sliding, &st, k0, nw) ? 1 : CONVERT;
 }
 
+/* A FAST window key's state from its word w, its born_ms and its slot's
+ * unit (< 0), for those who know no policy (making room, converting): its
+ * window in *W; 1 for a sliding window, 0 for a fixed one. */
+static int window_of_slot(uint64_t w, int64_t born_ms, int64_t unit, sluice__state *st, int64_t *W) {
+    int sliding = (int)(-unit % 2);
+    *W = -unit / 2;
+    window_unpack(sliding, w, sluice__floor_div(born_ms, *W), st);
+    return sliding;
+}
+
 /* Whether a FAST key's word w is fresh at now_ms (unit: its slot's). */
 static int fast_fresh(uint64_t w, int64_t born_ms, int64_t unit, int64_t now_ms) {
     if (unit > 0) /* a bucket: full once its TAT is past */
         return (sluice__i128)(int64_t)w <= (sluice__i128)(now_ms - born_ms) * unit;
-    int64_t W = -unit / 2;
-    int sliding = (int)(-unit % 2);
     sluice__state st;
-    window_unpack(sliding, w, sluice__floor_div(born_ms, W), &st);
-    if (!sliding) /* as fw_is_fresh: empty, or an old window's count */
-        return st.fw.cur == 0 || st.fw.index < sluice__floor_div(now_ms, W);
-    /* as sw_is_fresh: empty, or counts that no longer weigh (the current
-     * window's once two windows on, the previous one's once one on) */
-    int64_t start = st.sw.index * W, K = sluice__floor_div(now_ms > start ? now_ms : start, W);
-    return (st.sw.prev == 0 && st.sw.cur == 0) || K > st.sw.index + 1 || (K == st.sw.index + 1 && st.sw.cur == 0);
+    sluice__params pp = {0}; /* a window's is_fresh reads its window only */
+    int sliding = window_of_slot(w, born_ms, unit, &st, &pp.window_ms);
+    return (sliding ? &sluice__sliding_window : &sluice__fixed_window)->is_fresh(&pp, &st, now_ms);
 }
 
 /* Decides on a FAST key: its word (a bucket's TAT, relative to born_ms in
@@ -896,11 +900,9 @@ static void convert(const shm_store *m, slot *sl) {
             sluice__i128 f = abs / unit + (abs % unit > 0); /* fresh at: ceil(TAT / r) ms */
             fresh_at = f > INT64_MAX ? INT64_MAX : f < INT64_MIN ? INT64_MIN : (int64_t)f;
         } else {
-            int64_t W = -unit / 2;
-            int sliding = (int)(-unit % 2);
             sluice__state st; /* a window's state, as load_states reads it */
-            window_unpack(sliding, w, sluice__floor_div(born_ms, W), &st);
-            if (sliding) {
+            int64_t W;
+            if (window_of_slot(w, born_ms, unit, &st, &W)) {
                 memcpy(words, &st.sw, sizeof st.sw), n = 3;
                 fresh_at = st.sw.cur > 0 ? (st.sw.index + 2) * W : st.sw.prev > 0 ? (st.sw.index + 1) * W : INT64_MIN;
             } else {
