@@ -132,6 +132,14 @@ static void shm_url(char *out, size_t len, const char *path, const char *query) 
     snprintf(out, len, "shm:%s%s%s", path, *query ? "?" : "", query);
 }
 
+/* A store on a new file name in the test directory (query: as shm_url's);
+ * its path and URL in path and url. */
+static sluice_store *open_fresh(const char *name, const char *query, char path[256], char url[400]) {
+    tmp_path(path, 256, name);
+    shm_url(url, 400, path, query);
+    return open_url(url);
+}
+
 
 
 
@@ -235,10 +243,8 @@ static int open_in_child(const char *url, open_report *rep) {
 /* ---- basics ---- */
 
 TEST(per_key_state_and_file_mode) {
-    char path[256], url[320];
-    tmp_path(path, sizeof path, "basic.shm");
-    shm_url(url, sizeof url, path, "");
-    sluice_store *s = open_url(url);
+    char path[256], url[400];
+    sluice_store *s = open_fresh("basic.shm", "", path, url);
     sluice_policy *p = policy("api", "token-bucket capacity=2 rate=1/s");
     REQUIRE(s && p);
     const char *keys[] = {"alice", "alice", "alice", "bob"};
@@ -276,10 +282,8 @@ TEST(per_key_state_and_file_mode) {
 }
 
 TEST(keys_are_binary_safe_up_to_key_bytes) {
-    char path[256], url[320];
-    tmp_path(path, sizeof path, "keys.shm");
-    shm_url(url, sizeof url, path, "max_keys=64&key_bytes=24");
-    sluice_store *s = open_url(url);
+    char path[256], url[400];
+    sluice_store *s = open_fresh("keys.shm", "max_keys=64&key_bytes=24", path, url);
     sluice_policy *p = policy("k", "fixed-window limit=1 window=1h");
     REQUIRE(s && p);
     char big[SLUICE_KEY_MAX + 1];
@@ -534,10 +538,8 @@ TEST(acquire_many_equals_one_acquire_at_each) {
  * with every key's hash alike (one bucket of 64 slots, one tag) so that
  * the comparison decides. */
 TEST(keys_alike_in_their_first_word_stay_apart) {
-    char path[256], url[320];
-    tmp_path(path, sizeof path, "prefix.shm");
-    shm_url(url, sizeof url, path, "max_keys=64");
-    sluice_store *s = open_url(url);
+    char path[256], url[400];
+    sluice_store *s = open_fresh("prefix.shm", "max_keys=64", path, url);
     CHECK(s != NULL);
     if (!s) return;
     sluice__shm_store_collide(s);
@@ -549,10 +551,8 @@ TEST(keys_alike_in_their_first_word_stay_apart) {
  * file's buckets start with a bucket time of 0, not the lowest reading, so
  * a negative reading is decided as if at 0: the wrong window. */
 TEST(negative_readings_are_decided_as_given) {
-    char path[256], url[320];
-    tmp_path(path, sizeof path, "negative.shm");
-    shm_url(url, sizeof url, path, "max_keys=16");
-    sluice_store *s = open_url(url), *m = open_url("memory:");
+    char path[256], url[400];
+    sluice_store *s = open_fresh("negative.shm", "max_keys=16", path, url), *m = open_url("memory:");
     sluice_policy *p = policy("neg", "fixed-window limit=1 window=1s");
     REQUIRE(s && m && p);
     sluice_decision d, dm;
@@ -645,9 +645,7 @@ TEST(lossless_forgetting_one_bucket) {
 
 TEST(full_table_refuses_changing_nothing) {
     char path[256], url[400];
-    tmp_path(path, sizeof path, "full.shm");
-    shm_url(url, sizeof url, path, "max_keys=16&on_full=refuse");
-    sluice_store *s = open_url(url);
+    sluice_store *s = open_fresh("full.shm", "max_keys=16&on_full=refuse", path, url);
     sluice_policy *p = policy("r", "fixed-window limit=2 window=1h");
     REQUIRE(s && p);
     sluice_decision d;
@@ -692,9 +690,7 @@ TEST(full_table_refuses_changing_nothing) {
 
 TEST(policy_needing_more_state_is_refused) {
     char path[256], url[400];
-    tmp_path(path, sizeof path, "state.shm");
-    shm_url(url, sizeof url, path, "max_keys=16&state_bytes=64");
-    sluice_store *s = open_url(url);
+    sluice_store *s = open_fresh("state.shm", "max_keys=16&state_bytes=64", path, url);
     sluice_policy *small = policy("small", "token-bucket capacity=3 rate=1/s; sliding-window limit=3 window=1s");
     sluice_policy *log = policy("log", "sliding-log limit=100 window=1m"); /* 128 entries: 2072 bytes */
     REQUIRE(s && small && log);
@@ -743,9 +739,7 @@ TEST(policy_needing_more_state_is_refused) {
 
 TEST(reopen_with_other_geometry_is_refused) {
     char path[256], url[400];
-    tmp_path(path, sizeof path, "geom.shm");
-    shm_url(url, sizeof url, path, "max_keys=32&key_bytes=32&state_bytes=64");
-    sluice_store *s = open_url(url);
+    sluice_store *s = open_fresh("geom.shm", "max_keys=32&key_bytes=32&state_bytes=64", path, url);
     sluice_policy *p = policy("g", "fixed-window limit=3 window=1h");
     REQUIRE(s && p);
     sluice_decision d;
@@ -791,9 +785,7 @@ TEST(reopen_with_other_geometry_is_refused) {
  * compared as their defaults (key_bytes=64) against the file's. */
 TEST(reopen_adopts_geometry_not_named) {
     char path[256], url[400];
-    tmp_path(path, sizeof path, "adopt.shm");
-    shm_url(url, sizeof url, path, "max_keys=16&key_bytes=32");
-    sluice_store *s = open_url(url);
+    sluice_store *s = open_fresh("adopt.shm", "max_keys=16&key_bytes=32", path, url);
     REQUIRE(s);
     sluice_store_close(s);
     shm_url(url, sizeof url, path, "max_keys=16");
@@ -932,10 +924,8 @@ TEST(damaged_geometry_is_refused_not_a_crash) {
 /* ---- reboot ---- */
 
 TEST(another_boot_id_starts_fresh) {
-    char path[256], url[320];
-    tmp_path(path, sizeof path, "boot.shm");
-    shm_url(url, sizeof url, path, "max_keys=64");
-    sluice_store *s = open_url(url);
+    char path[256], url[400];
+    sluice_store *s = open_fresh("boot.shm", "max_keys=64", path, url);
     sluice_policy *p = policy("b", "fixed-window limit=2 window=1s");
     REQUIRE(s && p);
     sluice_decision d;
@@ -1708,9 +1698,7 @@ TEST(lock_of_a_live_process_without_main_thread_is_kept) {
  * table, which is not the old boot's, is left as it is. */
 TEST(unreadable_boot_id_resets_nothing) {
     char path[256], url[400];
-    tmp_path(path, sizeof path, "bootid.shm");
-    shm_url(url, sizeof url, path, "max_keys=16");
-    sluice_store *s = open_url(url);
+    sluice_store *s = open_fresh("bootid.shm", "max_keys=16", path, url);
     sluice_policy *p = policy("boot", "token-bucket capacity=3 rate=1/h");
     REQUIRE(s && p);
     sluice_decision d;
@@ -1755,9 +1743,7 @@ TEST(unreadable_boot_id_resets_nothing) {
  * one): kills land inside bucket locks. */
 TEST(fork_after_open_then_crash_does_not_deadlock) {
     char path[256], url[400];
-    tmp_path(path, sizeof path, "prefork.shm");
-    shm_url(url, sizeof url, path, "max_keys=16");
-    sluice_store *s = open_url(url); /* opened once, before the forks */
+    sluice_store *s = open_fresh("prefork.shm", "max_keys=16", path, url); /* opened once, before the forks */
     sluice_policy *p = policy("prefork", "token-bucket capacity=1000000000 rate=1/30d");
     REQUIRE(s && p);
     enum { PW = 2 };
@@ -1928,9 +1914,7 @@ TEST(killed_while_adding_a_key_leaves_no_state_behind) {
 static int open_beside_memory(const char *name, const char *pname, const char *spec, char url[400],
                               sluice_store **s, sluice_store **mem, sluice_policy **p) {
     char path[256];
-    tmp_path(path, sizeof path, name);
-    shm_url(url, 400, path, "max_keys=16");
-    *s = open_url(url), *mem = open_url("memory:"), *p = policy(pname, spec);
+    *s = open_fresh(name, "max_keys=16", path, url), *mem = open_url("memory:"), *p = policy(pname, spec);
     return *s && *mem && *p;
 }
 
