@@ -267,6 +267,18 @@ static inline void sluice__lock_give(sluice__lock *l) {
     atomic_store_explicit(&l->held, 0, memory_order_release);
 }
 
+/* ---- "stripe.c": a thread's stripe of counters ---- */
+#define SLUICE__STRIPES 16
+/* The calling thread's stripe index: 0..SLUICE__STRIPES-1, owned by it
+ * alone among the threads alive in this process (add with a plain load and
+ * store), or SLUICE__STRIPES (shared: add atomically). */
+extern _Thread_local unsigned sluice__my_stripe __attribute__((tls_model("initial-exec")));
+unsigned sluice__stripe_take(void) __attribute__((cold, noinline));
+static inline unsigned sluice__stripe(void) {
+    unsigned i = sluice__my_stripe;
+    return __builtin_expect(i != UINT32_MAX, 1) ? i : sluice__stripe_take();
+}
+
 /* ---- "store/store.c": what every store shares ---- */
 #define SLUICE__URL_MAX_PARAMS 16
 
@@ -429,14 +441,17 @@ extern const sluice__store_ops sluice__memory_store;
 /* Test hook: from now on every key of s hashes alike (decisions stay right,
  * only slower). */
 void sluice__memory_store_collide(sluice_store *s);
-/* Test hook (shm.c): when set, called at each step of a lock-free
- * admission (1: its change installed, 2: its new state written, 3: the
- * change settled, before the key's version moves on), of adding a key
- * (4: its state written, before it is live) and of moving a FAST key to
- * the general form (5: its state written, before the switch), so that a
- * test can stop or kill the process there. NULL in real use. */
+/* Test hook (store/shm/shm.c): when set, called at each step of a
+ * lock-free admission (1: its change installed, 2: its new state written,
+ * 3: the change settled, before the key's version moves on), of adding a
+ * key (4: its state written, before it is live; 7: its slot chosen and its
+ * overflow block given, before the key is written), of moving a FAST key to
+ * the general form (5: its state written, before the switch), and of a
+ * FAST denial (6: decided, before the control word is read again to vouch
+ * for it), so that a test can stop or kill the process there, or change
+ * the slot under it. NULL in real use. */
 extern void (*sluice__shm_step_hook)(int step);
-/* Test hook (shm.c): from now on every key this handle of s looks up or
+/* Test hook (store/shm/shm.c): from now on every key this handle of s looks up or
  * adds hashes alike (one bucket, one tag), so that only the key comparison
  * tells keys apart. Only on a new file: keys added before are not found. */
 void sluice__shm_store_collide(sluice_store *s);

@@ -46,7 +46,6 @@
 #include "internal.h"
 
 #include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -88,9 +87,8 @@ typedef struct shard {
     int64_t forgotten, evicted, refused;
 } shard;
 
-/* Counts of decisions, one line per thread, so that threads deciding on
- * different keys write no line in common (see count_decision). */
-#define STRIPES 16
+/* Counts of decisions, a line per thread stripe (stripe.c), so that
+ * threads deciding on different keys write no line in common. */
 typedef struct {
     _Alignas(64) atomic_llong allowed;
     atomic_llong denied;
@@ -114,60 +112,13 @@ typedef struct {
     unsigned shard_bits;
     shard *shards;
     sluice__policy_set policies; /* items: registered */
-    stripe stripes[STRIPES + 1]; /* [STRIPES]: shared, added to atomically */
+    stripe stripes[SLUICE__STRIPES + 1]; /* [SLUICE__STRIPES]: shared, added to atomically */
 } memory_store;
 
-/* A thread's stripe, in every store: up to STRIPES threads alive at once
- * each own one, and add to it with a plain load and store (no other thread
- * writes it); a thread gives its stripe back when it exits, so threads that
- * come and go (pools, a thread per task) take them over. Threads beyond
- * STRIPES alive at once add atomically to the shared stripe. Stripes owned:
- * the bits of stripes_owned; taking one (acquire) after its owner gave it
- * back (release) orders the new owner's updates after the old one's. */
-static atomic_uint stripes_owned;
-static pthread_key_t stripe_key; /* a thread's stripe + 1: given back at exit */
-static pthread_once_t stripe_once = PTHREAD_ONCE_INIT;
-static int stripe_key_made;
-static _Thread_local unsigned my_stripe = UINT32_MAX;
-
-/* Also the thread-exit destructor: decisions the exiting thread still makes
- * (from destructors that run after this one) go to the shared stripe. */
-static void stripe_give_back(void *v) {
-    unsigned i = (unsigned)(uintptr_t)v - 1;
-    my_stripe = STRIPES;
-    atomic_fetch_and_explicit(&stripes_owned, ~(1u << i), memory_order_release);
-}
-
-/* In a child after fork() only the forking thread is left: the others'
- * stripes are free again. */
-static void stripes_after_fork(void) {
-    atomic_store_explicit(&stripes_owned, my_stripe < STRIPES ? 1u << my_stripe : 0, memory_order_relaxed);
-}
-
-static void stripe_key_make(void) {
-    stripe_key_made = pthread_key_create(&stripe_key, stripe_give_back) == 0;
-    if (stripe_key_made) pthread_atfork(NULL, NULL, stripes_after_fork);
-}
-
-static __attribute__((noinline, cold)) unsigned stripe_take(void) {
-    pthread_once(&stripe_once, stripe_key_make);
-    unsigned owned = atomic_load_explicit(&stripes_owned, memory_order_relaxed);
-    while (stripe_key_made && owned != (1u << STRIPES) - 1) {
-        unsigned i = (unsigned)__builtin_ctz(~owned);
-        if (!atomic_compare_exchange_weak_explicit(&stripes_owned, &owned, owned | 1u << i, memory_order_acquire,
-                                                   memory_order_relaxed))
-            continue;
-        if (pthread_setspecific(stripe_key, (void *)(uintptr_t)(i + 1)) == 0) return i;
-        stripe_give_back((void *)(uintptr_t)(i + 1)); /* no way to give it back at exit: share */
-        break;
-    }
-    return STRIPES;
-}
-
 static void count_decision(memory_store *m, const sluice_decision *d) {
-    if (my_stripe == UINT32_MAX) my_stripe = stripe_take();
-    atomic_llong *c = d->allowed ? &m->stripes[my_stripe].allowed : &m->stripes[my_stripe].denied;
-    if (my_stripe == STRIPES) atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+    unsigned i = sluice__stripe();
+    atomic_llong *c = d->allowed ? &m->stripes[i].allowed : &m->stripes[i].denied;
+    if (i == SLUICE__STRIPES) atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
     else atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
 }
 
@@ -599,7 +550,7 @@ static void mem_acquire_many(sluice_store *s, const sluice_request *reqs, size_t
 static void mem_stats(sluice_store *s, sluice_stats *out) {
     memory_store *m = (memory_store *)s;
     out->capacity = m->max_keys;
-    for (int i = 0; i <= STRIPES; i++) {
+    for (int i = 0; i <= SLUICE__STRIPES; i++) {
         out->allowed += atomic_load_explicit(&m->stripes[i].allowed, memory_order_relaxed);
         out->denied += atomic_load_explicit(&m->stripes[i].denied, memory_order_relaxed);
     }
