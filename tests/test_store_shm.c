@@ -49,7 +49,9 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -2350,6 +2352,576 @@ TEST(threads_registering_policies_share_one_key) {
     sluice_policy_free(reg_shared);
 }
 
+/* ---- another user, a full filesystem, damage ---- */
+
+static int64_t elapsed_ms_since(int64_t t0) {
+    return mono_ms() - t0;
+}
+
+/* BUG: another user pre-created the file (0666) and held an flock on it:
+ * the open blocked forever on the set-up lock before it checked the file's
+ * owner. Ownership and mode come first: refused at once, no lock taken. */
+TEST(another_users_locked_file_is_refused_at_once) {
+    if (geteuid() != 0) {
+        printf("     (skipped: needs root, to act as another user)\n");
+        return;
+    }
+    /* a sticky world-writable directory, as /tmp is (not in the test's
+     * own directory, which others may not enter) */
+    char dir[256] = "/tmp/sluice-sticky-XXXXXX", path[300];
+    REQUIRE(mkdtemp(dir) != NULL);
+    REQUIRE(chmod(dir, 01777) == 0);
+    snprintf(path, sizeof path, "%s/taken.shm", dir);
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    fflush(NULL);
+    pid_t other = fork();
+    if (other == 0) { /* nobody: the file, open to all, locked */
+        close(fds[0]);
+        if (setgid(65534) != 0 || setuid(65534) != 0) _exit(1);
+        umask(0);
+        int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0666);
+        if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(2);
+        write_all(fds[1], "x", 1);
+        for (;;) pause();
+    }
+    close(fds[1]);
+    char c;
+    REQUIRE(read_all(fds[0], &c, 1) == 0);
+    close(fds[0]);
+    char url[400];
+    shm_url(url, sizeof url, path, "");
+    open_report rep;
+    int64_t t0 = mono_ms();
+    int sig = open_in_child(url, &rep);
+    int64_t took = elapsed_ms_since(t0);
+    kill(other, SIGKILL);
+    waitpid(other, NULL, 0);
+    if (sig) fprintf(stderr, "the open ended by signal %d (%s) after %lld ms\n", sig, strsignal(sig), (long long)took);
+    CHECK_EQ(sig, 0);
+    CHECK_EQ(rep.rc, SLUICE_EINVAL);
+    if (!strstr(rep.err, "uid 65534")) fprintf(stderr, "message: %s\n", rep.err);
+    CHECK(strstr(rep.err, "uid 65534") != NULL);
+    CHECK(took < 1000);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && st.st_uid == 65534 && st.st_size == 0); /* untouched */
+    unlink(path);
+    rmdir(dir);
+}
+
+/* BUG: the set-up lock was waited for without end: a process of ours
+ * stopped (or hung) while holding it blocked every later open. The wait is
+ * bounded: SLUICE_ETIMEDOUT, saying so. */
+TEST(set_up_lock_wait_is_bounded) {
+    char path[256], url[400];
+    tmp_path(path, sizeof path, "held.shm");
+    make_valid(path);
+    shm_url(url, sizeof url, path, "");
+    int fds[2];
+    REQUIRE(pipe(fds) == 0);
+    fflush(NULL);
+    pid_t holder = fork();
+    if (holder == 0) {
+        close(fds[0]);
+        int fd = open(path, O_RDWR);
+        if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(1);
+        write_all(fds[1], "x", 1);
+        for (;;) pause();
+    }
+    close(fds[1]);
+    char c;
+    REQUIRE(read_all(fds[0], &c, 1) == 0);
+    close(fds[0]);
+    open_report rep;
+    int64_t t0 = mono_ms();
+    int sig = open_in_child(url, &rep);
+    int64_t took = elapsed_ms_since(t0);
+    kill(holder, SIGKILL);
+    waitpid(holder, NULL, 0);
+    CHECK_EQ(sig, 0);
+    CHECK_EQ(rep.rc, SLUICE_ETIMEDOUT);
+    if (!strstr(rep.err, "locked")) fprintf(stderr, "message: %s\n", rep.err);
+    CHECK(strstr(rep.err, "locked") != NULL);
+    CHECK(took >= 1000 && took < 15000);
+    /* once it is given back, the file opens as it was */
+    CHECK_EQ(open_in_child(url, &rep), 0);
+    CHECK_EQ(rep.rc, 0);
+    CHECK_EQ(rep.st.keys, 1);
+}
+
+/* BUG: a file whose first bytes are zero (a sparse image, a preallocated
+ * file) was taken for a set-up cut short, truncated and made a store: its
+ * data gone. Only an empty file, or one of ours marked as a set-up under
+ * way, is set up anew. */
+TEST(file_of_zeros_is_not_set_up) {
+    char path[256];
+    tmp_path(path, sizeof path, "zeros-all.shm");
+    int fd = open(path, O_RDWR | O_CREAT, 0600);
+    REQUIRE(fd >= 0 && ftruncate(fd, 1 << 20) == 0); /* a sparse megabyte */
+    uint8_t tail = 0x5a;
+    REQUIRE(pwrite(fd, &tail, 1, (1 << 20) - 1) == 1);
+    close(fd);
+    refuse_file(path, "not a sluice store");
+    /* a set-up of ours cut short: its marker at the front, whatever follows */
+    tmp_path(path, sizeof path, "cut-short.shm");
+    static uint8_t marked[3 * 4096];
+    memset(marked, 0x77, sizeof marked);
+    memcpy(marked, SHM_MAGIC_SETUP, 8);
+    REQUIRE(spit(path, marked, sizeof marked, 0600) == 0);
+    char url[400];
+    shm_url(url, sizeof url, path, "max_keys=16");
+    open_report rep;
+    CHECK_EQ(open_in_child(url, &rep), 0);
+    if (rep.rc) fprintf(stderr, "a cut-short set-up: %s\n", rep.err);
+    CHECK_EQ(rep.rc, 0);
+    CHECK_EQ(rep.st.capacity, 16);
+}
+
+/* BUG: a store time in the header outside the accepted range (a damaged
+ * file) was taken as it is, and decisions overflowed on it. */
+TEST(header_store_time_out_of_range_is_refused) {
+    char path[256];
+    tmp_path(path, sizeof path, "time.shm");
+    make_valid(path);
+    int64_t t = INT64_MAX;
+    REQUIRE(pwrite_at(path, offsetof(shm_file_header, now_ms), &t, sizeof t) == 0);
+    refuse_file(path, "store time");
+}
+
+/* The resident size of this process, in bytes (VmRSS). */
+static int64_t rss_bytes(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    int64_t kb = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmRSS:", 6)) kb = atoll(line + 6);
+    if (f) fclose(f);
+    return kb * 1024;
+}
+
+/* BUG: stats read every slot of the file: one stats of a 1-key store of
+ * max_keys=1000000 made 1.26 GB resident (and took 32 s at 10M keys). It
+ * reads the counters and the bucket heads only (4 bytes a key of
+ * capacity), never a slot. */
+TEST(stats_reads_counters_not_slots) {
+    char path[256], url[400];
+    sluice_store *s = open_fresh("big.shm", "max_keys=1000000", path, url);
+    sluice_policy *p = policy("one", "token-bucket capacity=3 rate=1/s");
+    REQUIRE(s && p);
+    sluice_decision d;
+    CHECK_EQ(sluice_store_acquire_at(s, p, "only", 4, 1, 0, &d), 0);
+    sluice_store_close(s);
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        sluice_store *c = open_url(url);
+        int64_t before = rss_bytes();
+        sluice_stats st;
+        if (!c || sluice_store_stats(c, &st) != 0) _exit(2);
+        int64_t grew = rss_bytes() - before;
+        if (grew > (16 << 20) || st.keys != 1 || st.allowed != 1)
+            fprintf(stderr, "stats made %lld bytes resident; keys %lld allowed %lld\n", (long long)grew,
+                    (long long)st.keys, (long long)st.allowed);
+        _exit(grew <= (16 << 20) && st.keys == 1 && st.allowed == 1 ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    sluice_policy_free(p);
+}
+
+/* Mounts a tmpfs of size_kb at a new directory of the test's: 0, or -1
+ * (not root, or no mount). */
+static int small_tmpfs(const char *name, int size_kb, char dir[256]) {
+    snprintf(dir, 256, "%s/%s", tmp(), name);
+    if (geteuid() != 0 || mkdir(dir, 0700) != 0) return -1;
+    char opts[64];
+    snprintf(opts, sizeof opts, "size=%dk,mode=0700", size_kb);
+    if (mount("sluice-test", dir, "tmpfs", 0, opts) != 0) {
+        rmdir(dir);
+        return -1;
+    }
+    return 0;
+}
+
+static void small_tmpfs_remove(const char *dir) {
+    umount2(dir, MNT_DETACH);
+    rmdir(dir);
+}
+
+/* BUG: on a tmpfs smaller than the file, a process adding keys died of
+ * SIGBUS once the filesystem had no pages for them (and stats did too);
+ * max_keys=1000000000 silently made a 1.3 TB sparse file. A file larger
+ * than its filesystem is refused when it is made; a key whose pages the
+ * filesystem cannot give is SLUICE_ENOMEM, saying the filesystem is full;
+ * the keys held go on being decided. */
+TEST(full_filesystem_is_an_error_not_a_signal) {
+    char dir[256];
+    if (small_tmpfs("small-fs", 1024, dir) != 0) {
+        printf("     (skipped: needs root, to mount a small tmpfs)\n");
+        return;
+    }
+    char path[320], url[400];
+    snprintf(path, sizeof path, "%s/huge.shm", dir);
+    shm_url(url, sizeof url, path, "max_keys=1000000000");
+    open_report rep;
+    CHECK_EQ(open_in_child(url, &rep), 0);
+    CHECK_EQ(rep.rc, SLUICE_EINVAL);
+    if (!strstr(rep.err, "filesystem")) fprintf(stderr, "message: %s\n", rep.err);
+    CHECK(strstr(rep.err, "filesystem") != NULL);
+    struct stat st;
+    CHECK(stat(path, &st) != 0 || st.st_size <= 4096);
+    unlink(path);
+    /* a file that fits the filesystem, on a filesystem mostly taken */
+    char filler[320];
+    snprintf(filler, sizeof filler, "%s/filler", dir);
+    static uint8_t junk[640 << 10];
+    memset(junk, 1, sizeof junk);
+    REQUIRE(spit(filler, junk, sizeof junk, 0600) == 0);
+    snprintf(path, sizeof path, "%s/fits.shm", dir);
+    shm_url(url, sizeof url, path, "max_keys=512&overflow_bytes=0"); /* 32 buckets of 20 KiB slots */
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        sluice_store *s = open_url(url);
+        sluice_policy *p = policy("fs", "fixed-window limit=2 window=1h");
+        if (!s || !p) _exit(10);
+        char kb[16];
+        sluice_decision d;
+        int i, rc = 0;
+        for (i = 0; i < 512 && rc == 0; i++) {
+            int n = snprintf(kb, sizeof kb, "key-%d", i);
+            rc = sluice_store_acquire_at(s, p, kb, (size_t)n, 1, 0, &d);
+        }
+        if (rc != SLUICE_ENOMEM || !strstr(sluice_store_errmsg(s), "full")) {
+            fprintf(stderr, "after %d keys: %s (%s)\n", i, sluice_err_name(rc), sluice_store_errmsg(s));
+            _exit(11);
+        }
+        /* the keys it holds are decided; stats answers */
+        if (sluice_store_acquire_at(s, p, "key-0", 5, 1, 0, &d) != 0 || !d.allowed || d.remaining != 0) _exit(12);
+        sluice_stats ss;
+        if (sluice_store_stats(s, &ss) != 0 || ss.keys != i - 1) _exit(13);
+        _exit(0);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (WIFSIGNALED(status)) fprintf(stderr, "killed by signal %d (%s)\n", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    unlink(path);
+    unlink(filler);
+    small_tmpfs_remove(dir);
+}
+
+/* One trial of the bit flips: in a child, one bit of the file at off
+ * flipped, then every key decided again at the reading they are all at
+ * their limit at; admitted[k] gets what key k admitted (-1: an error). */
+enum { FLIP_KEYS = 18 };
+static const char *const flip_specs[] = {
+    "token-bucket capacity=3 rate=1/h",                                  /* FAST */
+    "fixed-window limit=3 window=1h",                                    /* FAST */
+    "sliding-window limit=3 window=1h",                                  /* FAST */
+    "sliding-window limit=100000 window=1h",                             /* general, in its slot */
+    "token-bucket capacity=3 rate=1/h; fixed-window limit=4 window=1h",  /* general, in its slot */
+    "sliding-log limit=3 window=1h",                                     /* general, in an overflow block */
+};
+#define FLIP_SPECS (sizeof flip_specs / sizeof flip_specs[0])
+
+static int flip_trial(const char *url, const char *path, off_t off, int bit, long admitted[FLIP_KEYS]) {
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        alarm(10); /* a decision that never returns ends it here */
+        int fd = open(path, O_RDWR);
+        uint8_t b;
+        if (fd < 0 || pread(fd, &b, 1, off) != 1) _exit(20);
+        b ^= (uint8_t)(1u << bit);
+        if (pwrite(fd, &b, 1, off) != 1) _exit(21);
+        close(fd);
+        sluice_store *s = open_url(url);
+        long got[FLIP_KEYS];
+        for (int k = 0; k < FLIP_KEYS; k++) got[k] = -2;
+        if (s) {
+            for (int k = 0; k < FLIP_KEYS; k++) {
+                sluice_policy *p = policy("flip", flip_specs[k % FLIP_SPECS]);
+                char kb[16];
+                int n = snprintf(kb, sizeof kb, "flip-%d", k);
+                got[k] = 0;
+                for (int i = 0; i < 3; i++) {
+                    sluice_decision d;
+                    int rc = sluice_store_acquire_at(s, p, kb, (size_t)n, 1, 1000, &d);
+                    if (rc) got[k] = -1;
+                    else if (d.allowed && got[k] >= 0) got[k]++;
+                }
+                sluice_policy_free(p);
+            }
+            sluice_stats st;
+            sluice_store_stats(s, &st);
+            sluice_store_close(s);
+        }
+        write_all(fds[1], got, sizeof got);
+        _exit(0);
+    }
+    close(fds[1]);
+    int r = read_all(fds[0], admitted, FLIP_KEYS * sizeof(long));
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (WIFSIGNALED(status)) return WTERMSIG(status);
+    return r == 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+/* Whether a flipped bit at file offset off, in a slot or an overflow
+ * block, is in a field the format can tell is damaged (shm.c, top): a
+ * control word, a change word, an overflow field, a version word of a
+ * state copy, a block's head. Elsewhere (a key's bytes, its fingerprint,
+ * a FAST word, a value word, a tag, a time) a flip is another valid
+ * content. */
+static int told(const shm_geometry *g, uint64_t off) {
+    uint64_t slots_end = g->slots_off + g->buckets * g->spb * (uint64_t)g->slot_bytes;
+    if (off >= g->slots_off && off < slots_end) {
+        uint64_t in = (off - g->slots_off) % g->slot_bytes, tail = shm_tail_off(g->key_bytes);
+        if (in >= 8 && in < 16) return 1;                      /* control */
+        if (in >= tail && in < tail + 16) return 1;            /* change */
+        if (in >= tail + 24 && in < tail + 32) return 1;       /* overflow */
+        if (in >= tail + 32) return (in - tail - 32) % 16 >= 8; /* a copy word's version */
+        return 0;
+    }
+    if (off >= g->overflow_off + SHM_OVERFLOW_HEAD) {
+        uint64_t in = (off - g->overflow_off - SHM_OVERFLOW_HEAD) % 16384; /* the log's blocks: 16 KiB */
+        if (in < 16) return 1;                                 /* class, owner */
+        if (in >= SHM_BLOCK_HEAD) return (in - SHM_BLOCK_HEAD) % 16 >= 8;
+    }
+    return 0;
+}
+
+/* BUG: one flipped bit in a slot could hang every decision on its key (a
+ * version bit of a control or state word), read out of bounds (a FAST
+ * flag on a sliding log), or admit past the limit (a FAST flag on a
+ * composite: only part 0 decided); random flips past the header hung
+ * about one trial in six. Now no flip hangs or crashes a process, and no
+ * flip the format can tell admits anything past the limit: such a key
+ * gets SLUICE_ESTORE instead. */
+typedef struct {
+    long trials, hangs, crashes, over, told, damaged;
+} flip_tally;
+
+/* One flip of bit at off in a copy of path, tallied. */
+static void flip_one(const char *path, const char *copy, const char *copy_url, const shm_geometry *g, uint64_t off,
+                     int bit, flip_tally *t) {
+    unlink(copy);
+    if (copy_file(path, copy) != 0) {
+        t->crashes++;
+        return;
+    }
+    long admitted[FLIP_KEYS];
+    int sig = flip_trial(copy_url, copy, (off_t)off, bit, admitted);
+    t->trials++;
+    if (sig) {
+        if (sig == SIGALRM) t->hangs++;
+        else t->crashes++;
+        fprintf(stderr, "flip at %llu bit %d: %s\n", (unsigned long long)off, bit, sig > 0 ? strsignal(sig) : "failed");
+        return;
+    }
+    int is_told = told(g, off);
+    t->told += is_told;
+    for (int k = 0; k < FLIP_KEYS; k++) {
+        t->damaged += admitted[k] == -1;
+        if (admitted[k] > 0 && is_told) {
+            t->over++;
+            fprintf(stderr, "flip at %llu bit %d (told): key %d (%s) admitted %ld past its limit\n",
+                    (unsigned long long)off, bit, k, flip_specs[k % FLIP_SPECS], admitted[k]);
+        }
+    }
+}
+
+/* BUG: one flipped bit in a slot could hang every decision on its key (a
+ * version bit of a control or state word), read out of bounds (a FAST
+ * flag on a sliding log), or admit past the limit (a FAST flag on a
+ * composite: only part 0 decided); random flips past the header hung
+ * about one trial in six. Now no flip hangs or crashes a process, and no
+ * flip the format can tell admits anything past the limit: such a key
+ * gets SLUICE_ESTORE instead. Random flips over everything in use, then
+ * every flag and the low version bits of each key's control word. */
+TEST(bit_flips_never_hang_crash_or_over_admit) {
+    char path[256], url[400], copy[300], copy_url[400];
+    tmp_path(path, sizeof path, "flips.shm");
+    snprintf(copy, sizeof copy, "%s.trial", path);
+    shm_url(url, sizeof url, path, "max_keys=64&state_bytes=64&overflow_bytes=65536");
+    shm_url(copy_url, sizeof copy_url, copy, "");
+    sluice_store *s = open_url(url);
+    REQUIRE(s);
+    for (int k = 0; k < FLIP_KEYS; k++) { /* every key at its limit at 1000 */
+        sluice_policy *p = policy("flip", flip_specs[k % FLIP_SPECS]);
+        char kb[16];
+        int n = snprintf(kb, sizeof kb, "flip-%d", k);
+        sluice_decision d;
+        CHECK_EQ(sluice_store_acquire_at(s, p, kb, (size_t)n, sluice_policy_max_cost(p), 1000, &d), 0);
+        CHECK(d.allowed);
+        CHECK_EQ(sluice_store_acquire_at(s, p, kb, (size_t)n, 1, 1000, &d), 0);
+        CHECK(!d.allowed);
+        sluice_policy_free(p);
+    }
+    sluice_store_close(s);
+    shm_geometry g = file_geometry(path);
+    /* the bytes in use: bucket 0's head, the keys' slots (the first ones
+     * of its 64), the blocks given */
+    uint64_t ranges[3][2] = {{g.heads_off, g.heads_off + g.head_bytes},
+                             {g.slots_off, g.slots_off + FLIP_KEYS * (uint64_t)g.slot_bytes},
+                             {g.overflow_off, g.overflow_off + SHM_OVERFLOW_HEAD + 3 * 16384}};
+    uint64_t total = 0;
+    for (int r = 0; r < 3; r++) total += ranges[r][1] - ranges[r][0];
+    flip_tally t = {0};
+    long trials = (long)(500 * scale()) + 30;
+    uint64_t rs = 77;
+    for (long i = 0; i < trials; i++) {
+        uint64_t x = (uint64_t)check_range_(&rs, 0, (int64_t)total - 1), off = 0;
+        for (int r = 0; r < 3; r++) {
+            uint64_t len = ranges[r][1] - ranges[r][0];
+            if (x < len) {
+                off = ranges[r][0] + x;
+                break;
+            }
+            x -= len;
+        }
+        flip_one(path, copy, copy_url, &g, off, (int)check_range_(&rs, 0, 7), &t);
+    }
+    long random_damaged = t.damaged;
+    /* every key's control word: LIVE, FAST, the version's low six bits */
+    for (int k = 0; k < FLIP_KEYS; k++)
+        for (int bit = 0; bit < 8; bit++)
+            flip_one(path, copy, copy_url, &g, g.slots_off + (uint64_t)k * g.slot_bytes + 8, bit, &t);
+    unlink(copy);
+    CHECK_EQ(t.hangs, 0);
+    CHECK_EQ(t.crashes, 0);
+    CHECK_EQ(t.over, 0);
+    CHECK(t.told > trials / 10);        /* the told fields were hit */
+    CHECK(t.damaged > random_damaged); /* and some said so */
+    printf("     %ld flips (%ld in fields the format tells), %ld keys answered damaged\n", t.trials, t.told,
+           t.damaged);
+}
+
+/* ---- which key room is made from ---- */
+
+/* BUG: nothing pinned which key an eviction takes: with the least
+ * recently used choice reversed every test passed. Four keys in one
+ * bucket of four, none fresh; the one used longest ago goes. */
+TEST(eviction_takes_the_least_recently_used_key) {
+    char path[256], url[400];
+    sluice_store *s = open_fresh("lru.shm", "max_keys=4", path, url);
+    sluice_policy *p = policy("lru", "fixed-window limit=1 window=1h");
+    REQUIRE(s && p);
+    sluice_decision d;
+    char kb[8];
+    for (int i = 0; i < 4; i++) {
+        snprintf(kb, sizeof kb, "k%d", i);
+        CHECK_EQ(sluice_store_acquire_at(s, p, kb, 2, 1, 100 + i, &d), 0);
+        CHECK(d.allowed);
+    }
+    CHECK_EQ(sluice_store_acquire_at(s, p, "k0", 2, 1, 200, &d), 0); /* k0 used again: k1 is the oldest */
+    CHECK(!d.allowed);
+    CHECK_EQ(sluice_store_acquire_at(s, p, "k4", 2, 1, 201, &d), 0);
+    CHECK(d.allowed);
+    CHECK_EQ(stats(s).evicted, 1);
+    /* k0, k2, k3 are held: at their limit still */
+    const char *kept[] = {"k0", "k2", "k3", "k4"};
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ(sluice_store_acquire_at(s, p, kept[i], 2, 1, 202, &d), 0);
+        if (d.allowed) fprintf(stderr, "%s was evicted\n", kept[i]);
+        CHECK(!d.allowed);
+    }
+    CHECK_EQ(stats(s).evicted, 1);
+    CHECK_EQ(sluice_store_acquire_at(s, p, "k1", 2, 1, 203, &d), 0); /* k1 was: a fresh state */
+    CHECK(d.allowed);
+    sluice_store_close(s);
+    sluice_policy_free(p);
+}
+
+/* ---- a FAST denial, and a late writer ---- */
+
+static sluice_store *hook_store;
+static const sluice_policy *hook_policy;
+static int hook_fired;
+/* Step 6 (a FAST denial decided, not yet vouched for): another key takes
+ * the slot (the store holds one key: the denied one is evicted). */
+static void take_the_slot(int step) {
+    if (step != 6 || hook_fired) return;
+    hook_fired = 1;
+    sluice_decision d;
+    sluice_store_acquire_at(hook_store, hook_policy, "other", 5, 1, 2000, &d);
+}
+
+/* BUG: nothing moved a slot to another key between a FAST denial's
+ * decision and the control word's second reading that vouches for it:
+ * with that reading removed every test passed. Here the slot changes
+ * hands right there; the denial is not given (the key was evicted: it is
+ * decided anew, as a fresh key). */
+TEST(fast_denial_is_vouched_for_by_the_control_word) {
+    char path[256], url[400];
+    sluice_store *s = open_fresh("vouch.shm", "max_keys=1", path, url);
+    sluice_policy *p = policy("vouch", "fixed-window limit=1 window=1h");
+    REQUIRE(s && p);
+    sluice_decision d;
+    CHECK_EQ(sluice_store_acquire_at(s, p, "mine", 4, 1, 1000, &d), 0);
+    CHECK(d.allowed);
+    hook_store = s, hook_policy = p, hook_fired = 0;
+    sluice__shm_step_hook = take_the_slot;
+    CHECK_EQ(sluice_store_acquire_at(s, p, "mine", 4, 1, 1000, &d), 0);
+    sluice__shm_step_hook = NULL;
+    CHECK(hook_fired);
+    if (!d.allowed) fprintf(stderr, "denied from the state of a key evicted meanwhile\n");
+    CHECK(d.allowed && d.remaining == 0);
+    CHECK_EQ(stats(s).evicted, 2); /* mine for other, other for mine */
+    sluice_store_close(s);
+    sluice_policy_free(p);
+}
+
+/* BUG: a slot copy written without its version check passed the suite in
+ * most runs (caught in 2 of 7): it needs a writer that wakes up late just
+ * when its copy is the current one again. Made so here: a process stopped
+ * after installing its change (step 1), two admissions by another (the
+ * first finishes the stopped one's), so that the current copy is the one
+ * the stopped process writes when it goes on: it must change nothing. */
+TEST(late_writer_changes_nothing) {
+    const char *spec = "token-bucket capacity=100 rate=1/h; sliding-log limit=10 window=1h";
+    char path[256], url[400];
+    sluice_store *s = open_fresh("late.shm", "max_keys=16&state_bytes=64", path, url);
+    sluice_policy *p = policy("late", spec);
+    REQUIRE(s && p);
+    sluice_decision d;
+    CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 1000, &d), 0);
+    fflush(NULL);
+    pid_t a = fork();
+    REQUIRE(a >= 0);
+    if (a == 0) {
+        sluice_store *sa = open_url(url);
+        sluice_policy *pa = policy("late", spec);
+        stop_at_step = 1;
+        sluice__shm_step_hook = stop_here;
+        int rc = sa && pa ? sluice_store_acquire_at(sa, pa, "k", 1, 1, 1001, &d) : -1;
+        _exit(rc == 0 && d.allowed ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(waitpid(a, &status, WUNTRACED) == a && WIFSTOPPED(status));
+    alarm(10);
+    for (int i = 0; i < 2; i++) {
+        CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 1002 + i, &d), 0);
+        CHECK(d.allowed);
+    }
+    kill(a, SIGCONT);
+    REQUIRE(waitpid(a, &status, 0) == a);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    int rc = sluice_store_acquire_at(s, p, "k", 1, 1, 1004, &d);
+    if (rc) fprintf(stderr, "after the late writer: %s\n", sluice_store_errmsg(s));
+    CHECK_EQ(rc, 0);
+    CHECK(rc || (d.allowed && d.remaining == 10 - 5));
+    alarm(0);
+    sluice_store_close(s);
+    sluice_policy_free(p);
+}
+
 TEST_MAIN(per_key_state_and_file_mode, policy_objects_past_the_cache_share_keys,
           threads_registering_policies_share_one_key, keys_are_binary_safe_up_to_key_bytes, bad_urls,
           conformance_with_memory_store, acquire_many_equals_one_acquire_at_each,
@@ -2368,4 +2940,8 @@ TEST_MAIN(per_key_state_and_file_mode, policy_objects_past_the_cache_share_keys,
           fork_after_open_then_crash_does_not_deadlock, stopped_process_blocks_nobody,
           evictions_stops_and_kills_stay_sane, killed_while_adding_a_key_leaves_no_state_behind,
           killed_while_converting_a_key_loses_nothing, converting_a_sliding_window_keeps_its_previous_count,
-          window_counts_at_their_limits)
+          window_counts_at_their_limits, another_users_locked_file_is_refused_at_once,
+          set_up_lock_wait_is_bounded, file_of_zeros_is_not_set_up, header_store_time_out_of_range_is_refused,
+          stats_reads_counters_not_slots, full_filesystem_is_an_error_not_a_signal,
+          bit_flips_never_hang_crash_or_over_admit, eviction_takes_the_least_recently_used_key,
+          fast_denial_is_vouched_for_by_the_control_word, late_writer_changes_nothing)
