@@ -313,7 +313,10 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  *                        (the core never links hiredis): link it (pkg-config
  *                        sluice-redis, CMake sluice::sluice_redis), or just
  *                        have it installed: the core loads
- *                        libsluice-redis.so.0 when a Redis URL is opened.
+ *                        libsluice-redis.so.0 when a Redis URL is opened,
+ *                        from the directory libsluice.so was loaded from,
+ *                        else by the loader's search (the open's message
+ *                        says what was tried when neither works).
  * URL query parameters override the options struct. Unknown or malformed
  * parameters are SLUICE_EINVAL, with a message naming them.
  *   memory:   max_keys=N, on_full=evict|refuse
