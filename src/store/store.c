@@ -445,7 +445,7 @@ int sluice_store_stats(sluice_store *s, sluice_stats *out) {
     if (!s || !out) return SLUICE_EINVAL;
     memset(out, 0, sizeof *out);
     s->ops->stats(s, out);
-    return 0;
+    return out->keys < 0 ? SLUICE_ESTORE : 0; /* the store's message says why */
 }
 
 const char *sluice_store_errmsg(const sluice_store *s) {
