@@ -532,9 +532,12 @@ static int not_run(const redisReply *reply) {
 static redisReply *send_call(redis_store *r, call *k, int64_t deadline_ms, char *why, size_t whylen) {
     int ask = -1;
     int64_t start = real_ms(), pause = 1;
+    node *held_node = NULL;
+    redisContext *held = NULL; /* after NOSCRIPT: the same connection again */
     for (int attempt = 0; attempt < 5; attempt++) {
-        node *n = ask >= 0 ? r->nodes[ask] : node_for(r, k->slot);
-        redisContext *c = take(r, n, deadline_ms, why, whylen);
+        node *n = held ? held_node : ask >= 0 ? r->nodes[ask] : node_for(r, k->slot);
+        redisContext *c = held ? held : take(r, n, deadline_ms, why, whylen);
+        held = NULL;
         if (!c) {
             if (r->cluster && refresh_slots(r, deadline_ms, why, whylen) == 0 && attempt < 2) continue;
             return NULL;
@@ -561,8 +564,11 @@ static redisReply *send_call(redis_store *r, call *k, int64_t deadline_ms, char 
         if (reply->type == REDIS_REPLY_ERROR && !strncmp(reply->str, "NOSCRIPT", 8)) {
             freeReplyObject(reply);
             int rc = load_script(r, c, deadline_ms, why, whylen);
-            give(n, c, rc < 0);
-            if (rc) return NULL;
+            if (rc) {
+                give(n, c, rc < 0);
+                return NULL;
+            }
+            held = c, held_node = n;
             continue;
         }
         if (reply->type == REDIS_REPLY_ERROR && !strncmp(reply->str, "TRYAGAIN", 8) &&
