@@ -313,7 +313,10 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  *                        (the core never links hiredis): link it (pkg-config
  *                        sluice-redis, CMake sluice::sluice_redis), or just
  *                        have it installed: the core loads
- *                        libsluice-redis.so.0 when a Redis URL is opened.
+ *                        libsluice-redis.so.0 when a Redis URL is opened,
+ *                        from the directory libsluice.so was loaded from,
+ *                        else by the loader's search (the open's message
+ *                        says what was tried when neither works).
  * URL query parameters override the options struct. Unknown or malformed
  * parameters are SLUICE_EINVAL, with a message naming them.
  *   memory:   max_keys=N, on_full=evict|refuse
@@ -339,7 +342,8 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  *             compare-and-swap, about as fast as memory:; any other takes
  *             about five (make bench: bench_shm).
  *   redis:    timeout_ms=N (per command, default 100), connect_timeout_ms=N
- *             (200), on_error=allow|deny|error (allow), clock=server|client
+ *             (200): see sluice_store_options for the bound they put on
+ *             every call; on_error=allow|deny|error (allow), clock=server|client
  *             (server: the script reads Redis's TIME, so hosts with skewed
  *             clocks agree; client: the store's clock, for tests and
  *             simulations), prefix=S (of every Redis key; "sluice:"),
@@ -347,7 +351,12 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  *             every expiry; 60000 with clock=client, else 0: expiries run on
  *             the server's clock, so with clock=client a key's state lasts
  *             for its reset_ms plus this much real time, and a trace whose
- *             clock lags real time by more sees keys forgotten early)
+ *             clock lags real time by more sees keys forgotten early),
+ *             verify=0|1 (0: open only checks the URL and connects on first
+ *             use; 1: open connects to every server it needs (a cluster's:
+ *             every master, as CLUSTER SLOTS names them) and PINGs it, each
+ *             within connect_timeout_ms + timeout_ms, and fails with
+ *             SLUICE_ESTORE, naming the server, when one does not answer)
  * The Redis store decides in one round trip (a server-side script, the same
  * exact arithmetic in Lua) and gives every key an expiry equal to the time
  * until it is fresh again. Lua's numbers are doubles: it refuses
@@ -412,6 +421,15 @@ typedef struct sluice_store_options {
     sluice_on_error on_error;  /* when the server cannot decide             */
     int64_t connect_timeout_ms; /* 0: 200 ms                                */
     int64_t timeout_ms;         /* per command; 0: 100 ms                   */
+    /* The bound: every call on a remote store (a decision, a batch, stats)
+     * returns within connect_timeout_ms + timeout_ms of its start, however
+     * many callers share the pool and whatever the server does (plus the
+     * time the system takes to run the thread). Getting a connection, by
+     * waiting for one of the pool's or by connecting, takes at most
+     * connect_timeout_ms, so that the command has its whole timeout_ms;
+     * further round trips of the same call (loading the script, following
+     * a cluster redirection) get what is left. A call that runs out of time
+     * fails, as on_error says (stats: SLUICE_ESTORE). */
 } sluice_store_options;
 #define SLUICE_STORE_OPTIONS_INIT \
     {sizeof(sluice_store_options), 0, SLUICE_ON_FULL_EVICT, NULL, SLUICE_ON_ERROR_ALLOW, 0, 0}
@@ -420,7 +438,8 @@ typedef struct sluice_store_options {
  * file was made or last started fresh after a reboot (shm:, where every
  * process's decisions count). */
 typedef struct sluice_stats {
-    int64_t keys;      /* keys held now (Redis: DBSIZE, every name)        */
+    int64_t keys;      /* keys held now (Redis: DBSIZE, every name); -1:
+                          unknown (sluice_store_stats: SLUICE_ESTORE)    */
     int64_t capacity;  /* keys it can hold: max_keys (shm: rounded up to
                           whole buckets); -1 for Redis (its maxmemory)   */
     int64_t allowed;   /* decisions that admitted (shm: admissions that
@@ -438,8 +457,8 @@ typedef struct sluice_stats {
 
 /* Opens the store named by url. Errors: SLUICE_EINVAL (bad URL or option, a
  * shm file that cannot be used), SLUICE_ENOMEM (also a shm file that cannot
- * be mapped), SLUICE_ESTORE (no Redis Cluster seed answered). *out is NULL
- * on failure. */
+ * be mapped), SLUICE_ESTORE (no Redis Cluster seed answered; with verify=1,
+ * a Redis server that did not answer). *out is NULL on failure. */
 SLUICE_EXTERN int sluice_store_open(const char *url, const sluice_store_options *opts,
                                     sluice_store **out);
 /* The same, with a message saying what was wrong in err (NUL-terminated,
@@ -489,7 +508,10 @@ typedef struct {
  * sluice_store_errmsg tells of one of them. */
 SLUICE_EXTERN int sluice_store_acquire_many(sluice_store *s, const sluice_request *reqs, size_t n,
                                             sluice_decision *out, int *results);
-/* Fills *out. Errors: SLUICE_EINVAL for NULL arguments. */
+/* Fills *out. Errors: SLUICE_EINVAL for NULL arguments; SLUICE_ESTORE when
+ * a remote store cannot reach a server it needs to count the keys (down,
+ * not answering within the bound above): *out is then filled as far as
+ * known, keys is -1, and sluice_store_errmsg says which server and why. */
 SLUICE_EXTERN int sluice_store_stats(sluice_store *s, sluice_stats *out);
 /* The message of the calling thread's last failed call, or of its last
  * decision that a remote store could not enforce (the server's own words),

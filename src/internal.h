@@ -312,6 +312,9 @@ typedef struct sluice__store_ops {
     /* Arguments are checked (key length, cost, reading) before this is called. */
     int (*acquire_at)(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
                       int64_t cost, int64_t now_ms, sluice_decision *out);
+    /* Fills out as far as it knows; a store that cannot count its keys (a
+     * remote one whose server does not answer) sets keys to -1 and says
+     * why in the store's message: sluice_store_stats is then SLUICE_ESTORE. */
     void (*stats)(sluice_store *s, sluice_stats *out);
     void (*close)(sluice_store *s);
     /* optional: a batch (requests already checked, results[i] preset to

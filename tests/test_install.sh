@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
 # test_install.sh: installs the build in SLUICE_BUILD_DIR into a temporary
-# prefix, then builds and runs a small consumer three ways: CMake
-# find_package(sluice) with sluice::sluice (shared) and sluice::sluice_static,
-# and pkg-config. Each consumer prints sluice_version().
-# Run by ctest, which sets SLUICE_BUILD_DIR (and SLUICE_CMAKE, SLUICE_CC,
-# SLUICE_SANITIZE_FLAGS).
+# prefix (not in the loader's search path, like the README's /opt/sluice),
+# then builds consumers every way the README says and runs them as users do:
+# without LD_LIBRARY_PATH, finding the libraries by their rpath.
+#  1. CMake find_package(sluice): sluice::sluice and sluice::sluice_static,
+#     configured where hiredis's pkg-config file cannot be found;
+#  2. pkg-config sluice (rpath) and sluice-static (no libsluice.so needed);
+#  3. the README's first C example, compiled as written, runs;
+#  4. libsluice-redis, when built: pkg-config sluice-redis and
+#     sluice-redis-static, CMake sluice::sluice_redis (also without hiredis's
+#     pkg-config file) and sluice::sluice_redis_static; the shared ways
+#     must keep libsluice-redis.so.0 in NEEDED under --as-needed (Debian's
+#     default); a program linked with the core alone loads libsluice-redis
+#     from beside libsluice.so; with libsluice.so alone in a directory the
+#     message names what was tried.
+# Run by ctest, which sets SLUICE_BUILD_DIR and SLUICE_SOURCE_DIR (and
+# SLUICE_CMAKE, SLUICE_CC, SLUICE_SANITIZE_FLAGS).
 set -uo pipefail
 
 : "${SLUICE_BUILD_DIR:?SLUICE_BUILD_DIR is not set (run through ctest)}"
+: "${SLUICE_SOURCE_DIR:?SLUICE_SOURCE_DIR is not set (run through ctest)}"
 cmake_bin=${SLUICE_CMAKE:-cmake}
 cc=${SLUICE_CC:-cc}
 # A sanitized libsluice.so needs its runtime loaded first: build the
 # consumers with the same sanitizer.
 san=${SLUICE_SANITIZE_FLAGS:-}
+unset LD_LIBRARY_PATH
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sluice-install.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
@@ -46,6 +59,7 @@ done
 [ -x "$prefix/bin/sluice" ] || [ -z "${SLUICE_BIN:-}" ] || fail "not installed: bin/sluice"
 pc=$(find "$prefix" -name sluice.pc | head -n 1)
 [ -n "$pc" ] || fail "not installed: sluice.pc"
+[ -n "$(find "$prefix" -name sluice-static.pc)" ] || fail "not installed: sluice-static.pc"
 cfg=$(find "$prefix" -name sluiceConfig.cmake | head -n 1)
 [ -n "$cfg" ] || fail "not installed: sluiceConfig.cmake"
 so=$(find "$prefix" -name 'libsluice.so.0' | head -n 1)
@@ -56,7 +70,31 @@ if [ "$failures" -ne 0 ]; then
     exit 1
 fi
 libdir=$(dirname "$so")
+export PKG_CONFIG_PATH="$(dirname "$pc")"
 want=$(sed -n 's/^#define SLUICE_VERSION_STRING "\(.*\)"/\1/p' "$prefix/include/sluice.h")
+command -v pkg-config >/dev/null || fail "pkg-config not found (make deps installs it)"
+command -v readelf >/dev/null || fail "readelf not found (make deps installs binutils)"
+[ "$failures" -eq 0 ] || exit 1
+
+# An empty pkg-config search path, but for the prefix: hiredis.pc hidden.
+mkdir -p "$tmp/no-pc"
+no_hiredis=(env PKG_CONFIG_LIBDIR="$tmp/no-pc")
+
+# needed EXE: the libraries EXE names in NEEDED, one a line.
+needed() {
+    readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'
+}
+
+# check_needed NAME EXE LIB yes|no: EXE names LIB in NEEDED, or does not.
+check_needed() {
+    local name=$1 exe=$2 lib=$3 want_it=$4 libs
+    libs=$(needed "$exe")
+    if [ "$want_it" = yes ] && ! grep -qx "$lib" <<<"$libs"; then
+        fail "$name: $lib is not in NEEDED (only: $(echo $libs))"
+    elif [ "$want_it" = no ] && grep -q "^$lib" <<<"$libs"; then
+        fail "$name: linked statically, yet NEEDED names $lib ($(echo $libs))"
+    fi
+}
 
 mkdir -p "$tmp/consumer"
 cat >"$tmp/consumer/main.c" <<'EOF'
@@ -73,7 +111,7 @@ EOF
 # check_run NAME EXE: EXE must run and print the version.
 check_run() {
     local name=$1 exe=$2 out
-    if ! out=$(LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$exe" 2>&1); then
+    if ! out=$("$exe" 2>&1); then
         fail "$name: consumer failed to run: $out"
     elif [ "$out" != "sluice $want" ]; then
         fail "$name: printed '$out', expected 'sluice $want'"
@@ -82,7 +120,7 @@ check_run() {
     fi
 }
 
-# 1. CMake find_package(sluice)
+# 1. CMake find_package(sluice), core only, with no hiredis.pc to be found
 cat >"$tmp/consumer/CMakeLists.txt" <<'EOF'
 cmake_minimum_required(VERSION 3.16)
 project(sluice_consumer C)
@@ -92,40 +130,59 @@ target_link_libraries(consumer_shared PRIVATE sluice::sluice)
 add_executable(consumer_static main.c)
 target_link_libraries(consumer_static PRIVATE sluice::sluice_static)
 EOF
-if run "$tmp/cmake-configure.log" "$cmake_bin" -S "$tmp/consumer" -B "$tmp/consumer/build" \
+if run "$tmp/cmake-configure.log" "${no_hiredis[@]}" "$cmake_bin" -S "$tmp/consumer" -B "$tmp/consumer/build" \
        -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$san" \
        -DCMAKE_EXE_LINKER_FLAGS="$san" &&
    run "$tmp/cmake-build.log" "$cmake_bin" --build "$tmp/consumer/build"; then
-    check_run "find_package sluice::sluice" "$tmp/consumer/build/consumer_shared"
-    check_run "find_package sluice::sluice_static" "$tmp/consumer/build/consumer_static"
-    # ldd's whole output first: grep -q under pipefail could SIGPIPE it
-    if command -v ldd >/dev/null && ! grep -q 'libsluice\.so\.0' <<<"$(ldd "$tmp/consumer/build/consumer_shared")"; then
-        fail "find_package sluice::sluice: consumer is not linked to libsluice.so.0"
-    fi
+    check_run "find_package sluice::sluice (no hiredis.pc)" "$tmp/consumer/build/consumer_shared"
+    check_run "find_package sluice::sluice_static (no hiredis.pc)" "$tmp/consumer/build/consumer_static"
+    check_needed "find_package sluice::sluice" "$tmp/consumer/build/consumer_shared" libsluice.so.0 yes
+    check_needed "find_package sluice::sluice_static" "$tmp/consumer/build/consumer_static" libsluice.so no
 else
-    fail "find_package(sluice): the consumer did not build"
+    fail "find_package(sluice) for sluice::sluice, without hiredis.pc: the consumer did not build"
 fi
 
-# 2. pkg-config
-if ! command -v pkg-config >/dev/null; then
-    fail "pkg-config not found (make deps installs it)"
+# 2. pkg-config: shared with an rpath, and static
+if flags=$(pkg-config --cflags --libs sluice) &&
+   run "$tmp/pkgconfig-build.log" "$cc" $san "$tmp/consumer/main.c" -o "$tmp/consumer_pc" $flags \
+       -Wl,-rpath,"$libdir"; then
+    check_run "pkg-config sluice ($flags)" "$tmp/consumer_pc"
+    check_needed "pkg-config sluice" "$tmp/consumer_pc" libsluice.so.0 yes
 else
-    export PKG_CONFIG_PATH="$(dirname "$pc")"
-    if flags=$(pkg-config --cflags --libs sluice) &&
-       run "$tmp/pkgconfig-build.log" "$cc" $san "$tmp/consumer/main.c" -o "$tmp/consumer_pc" $flags; then
-        check_run "pkg-config ($flags)" "$tmp/consumer_pc"
+    fail "pkg-config sluice: the consumer did not build (flags: ${flags:-none})"
+fi
+if ! pkg-config --exact-version="$want" sluice; then
+    fail "pkg-config: version is $(pkg-config --modversion sluice), expected $want"
+fi
+if flags=$(pkg-config --cflags --libs sluice-static) &&
+   run "$tmp/pkgconfig-static-build.log" "$cc" $san "$tmp/consumer/main.c" -o "$tmp/consumer_pc_static" $flags; then
+    check_run "pkg-config sluice-static ($flags)" "$tmp/consumer_pc_static"
+    check_needed "pkg-config sluice-static" "$tmp/consumer_pc_static" libsluice.so no
+else
+    fail "pkg-config sluice-static: the consumer did not build (flags: ${flags:-none})"
+fi
+
+# 3. the README's first C example, as written
+awk '/^```c$/ { inside = 1; next } inside && /^```$/ { exit } inside { print }' \
+    "$SLUICE_SOURCE_DIR/README.md" >"$tmp/readme.c"
+werror=-Werror
+[ -z "$san" ] || werror= # sanitizer instrumentation makes gcc warn spuriously
+if ! grep -q 'int main' "$tmp/readme.c"; then
+    fail "README.md: its first \`\`\`c block is not a program: $(head -3 "$tmp/readme.c")"
+elif run "$tmp/readme-build.log" "$cc" $san -Wall -Wextra $werror "$tmp/readme.c" -o "$tmp/readme" \
+         $(pkg-config --cflags --libs sluice) -Wl,-rpath,"$libdir"; then
+    if out=$("$tmp/readme" 2>&1) && grep -q 'client-42: allowed' <<<"$out"; then
+        echo "ok   README example: $(head -1 <<<"$out")"
     else
-        fail "pkg-config: the consumer did not build (flags: ${flags:-none})"
+        fail "README example: exit $?, printed: $out"
     fi
-    if ! pkg-config --exact-version="$want" sluice; then
-        fail "pkg-config: version is $(pkg-config --modversion sluice), expected $want"
-    fi
+else
+    fail "README example: does not compile as written"
 fi
 
-# 3. libsluice-redis, when it was built: a program that links it (shared,
-# both ways) opens redis:// URLs through the core's weak reference. Port 1
-# refuses connections, so with on_error=error the decision is SLUICE_ESTORE:
-# proof that the Redis store itself answered.
+# 4. libsluice-redis, when it was built. Port 1 refuses connections, so
+# with on_error=error the decision is SLUICE_ESTORE: proof that the Redis
+# store itself answered.
 if [ -e "$libdir/libsluice-redis.so" ]; then
     cat >"$tmp/consumer/redis.c" <<'EOF'
 #include <sluice.h>
@@ -136,7 +193,7 @@ int main(void) {
     sluice_store *s;
     sluice_policy *p;
     sluice_decision d;
-    char err[256] = "";
+    char err[1024] = "";
     if (sluice_store_open_err("redis://127.0.0.1:1?on_error=error&connect_timeout_ms=100", NULL, &s,
                               err, sizeof err) != 0) {
         printf("open: %s\n", err);
@@ -152,34 +209,86 @@ int main(void) {
 EOF
     check_redis() {
         local name=$1 exe=$2 out
-        if ! out=$(LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$exe" 2>&1); then
+        if ! out=$("$exe" 2>&1); then
             fail "$name: $out"
         else
             echo "ok   $name: $out"
         fi
     }
-    if flags=$(PKG_CONFIG_PATH="$(dirname "$pc")" pkg-config --cflags --libs sluice-redis) &&
-       run "$tmp/redis-pc-build.log" "$cc" $san "$tmp/consumer/redis.c" -o "$tmp/consumer_redis_pc" $flags; then
+    # pkg-config, shared (as the README says) and static
+    if flags=$(pkg-config --cflags --libs sluice-redis) &&
+       run "$tmp/redis-pc-build.log" "$cc" $san "$tmp/consumer/redis.c" -o "$tmp/consumer_redis_pc" $flags \
+           -Wl,-rpath,"$libdir"; then
+        check_needed "pkg-config sluice-redis" "$tmp/consumer_redis_pc" libsluice-redis.so.0 yes
         check_redis "pkg-config sluice-redis" "$tmp/consumer_redis_pc"
     else
-        fail "pkg-config sluice-redis: the consumer did not build (see $tmp/redis-pc-build.log: $(tail -3 "$tmp/redis-pc-build.log" 2>/dev/null))"
+        fail "pkg-config sluice-redis: the consumer did not build"
     fi
+    if flags=$(pkg-config --cflags --libs sluice-redis-static) &&
+       run "$tmp/redis-pc-static-build.log" "$cc" $san "$tmp/consumer/redis.c" -o "$tmp/consumer_redis_pc_static" $flags; then
+        check_needed "pkg-config sluice-redis-static" "$tmp/consumer_redis_pc_static" libsluice no
+        check_redis "pkg-config sluice-redis-static" "$tmp/consumer_redis_pc_static"
+    else
+        fail "pkg-config sluice-redis-static: the consumer did not build"
+    fi
+    # CMake: shared (also where hiredis.pc cannot be found) and static
     mkdir -p "$tmp/rconsumer"
     cp "$tmp/consumer/redis.c" "$tmp/rconsumer/main.c"
     cat >"$tmp/rconsumer/CMakeLists.txt" <<'EOF'
 cmake_minimum_required(VERSION 3.16)
 project(sluice_redis_consumer C)
-find_package(sluice 0.1 REQUIRED)
+option(WITH_STATIC "also the static consumer" ON)
+find_package(sluice 0.1 REQUIRED COMPONENTS redis)
 add_executable(consumer_redis main.c)
 target_link_libraries(consumer_redis PRIVATE sluice::sluice_redis)
+if(WITH_STATIC)
+  add_executable(consumer_redis_static main.c)
+  target_link_libraries(consumer_redis_static PRIVATE sluice::sluice_redis_static)
+endif()
 EOF
     if run "$tmp/rcmake-configure.log" "$cmake_bin" -S "$tmp/rconsumer" -B "$tmp/rconsumer/build" \
            -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$san" \
            -DCMAKE_EXE_LINKER_FLAGS="$san" &&
        run "$tmp/rcmake-build.log" "$cmake_bin" --build "$tmp/rconsumer/build"; then
+        check_needed "find_package sluice::sluice_redis" "$tmp/rconsumer/build/consumer_redis" libsluice-redis.so.0 yes
         check_redis "find_package sluice::sluice_redis" "$tmp/rconsumer/build/consumer_redis"
+        check_needed "find_package sluice::sluice_redis_static" "$tmp/rconsumer/build/consumer_redis_static" libsluice no
+        check_redis "find_package sluice::sluice_redis_static" "$tmp/rconsumer/build/consumer_redis_static"
     else
-        fail "find_package sluice::sluice_redis: the consumer did not build ($(tail -3 "$tmp/rcmake-build.log" "$tmp/rcmake-configure.log" 2>/dev/null))"
+        fail "find_package sluice::sluice_redis: the consumer did not build"
+    fi
+    if run "$tmp/rcmake-nohiredis-configure.log" "${no_hiredis[@]}" "$cmake_bin" -S "$tmp/rconsumer" \
+           -B "$tmp/rconsumer/build-nohiredis" -DWITH_STATIC=OFF \
+           -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$cc" -DCMAKE_C_FLAGS="$san" \
+           -DCMAKE_EXE_LINKER_FLAGS="$san" &&
+       run "$tmp/rcmake-nohiredis-build.log" "$cmake_bin" --build "$tmp/rconsumer/build-nohiredis"; then
+        check_redis "find_package sluice::sluice_redis (no hiredis.pc)" "$tmp/rconsumer/build-nohiredis/consumer_redis"
+    else
+        fail "find_package sluice::sluice_redis without hiredis.pc: the consumer did not build"
+    fi
+    # the core alone: libsluice-redis is loaded from beside libsluice.so
+    if run "$tmp/redis-core-build.log" "$cc" $san "$tmp/consumer/redis.c" -o "$tmp/consumer_redis_core" \
+           $(pkg-config --cflags --libs sluice) -Wl,-rpath,"$libdir"; then
+        check_needed "core only" "$tmp/consumer_redis_core" libsluice-redis no
+        check_redis "core only, libsluice-redis loaded from $libdir" "$tmp/consumer_redis_core"
+        # libsluice.so alone: the message says where libsluice-redis was looked for
+        mkdir -p "$tmp/alone"
+        cp "$libdir/libsluice.so.0" "$tmp/alone/"
+        if run "$tmp/redis-alone-build.log" "$cc" $san "$tmp/consumer/redis.c" -o "$tmp/consumer_redis_alone" \
+               $(pkg-config --cflags --libs sluice) -Wl,-rpath,"$tmp/alone"; then
+            if out=$("$tmp/consumer_redis_alone" 2>&1); then
+                fail "libsluice.so alone: opened redis:// ($out)"
+            elif ! grep -q "needs libsluice-redis" <<<"$out" ||
+                 ! grep -qF "$tmp/alone/libsluice-redis.so.0" <<<"$out"; then
+                fail "libsluice.so alone: the message does not name $tmp/alone/libsluice-redis.so.0: $out"
+            else
+                echo "ok   libsluice.so alone: $out"
+            fi
+        else
+            fail "libsluice.so alone: the consumer did not build"
+        fi
+    else
+        fail "core only: the consumer did not build"
     fi
 fi
 

@@ -1,7 +1,9 @@
 /* test_store_memory.c: the in-process store. Per-key decisions equal one
  * independent limiter per key on long random multi-key traces, also while a
  * tiny table forgets fresh keys all the time (and, under forced eviction,
- * every difference is explained by a counted eviction); batches equal one
+ * every difference is explained by a counted eviction); which key an
+ * eviction picks (CLOCK spares a key in use) and that a new key fresh
+ * soonest is forgotten before any other is evicted; batches equal one
  * call each; keys alike in their first 8 bytes stay apart; races on first
  * use; bounded memory under ten million distinct keys; bad input. */
 #include "check.h"
@@ -210,6 +212,85 @@ TEST(full_store_evicts_least_recently_used) {
     CHECK_EQ(d.remaining, 4); /* k1 was the one evicted for k0, not k2 */
     sluice_store_close(s);
     sluice_policy_free(p);
+    sluice_clock_free(c);
+}
+
+/* CLOCK's second chance comes from decisions: a key decided between every
+ * two evictions is never the one evicted, however often the hand passes
+ * it, while keys nobody decides again go. */
+TEST(eviction_spares_the_key_in_use) {
+    sluice_clock *c = sluice_clock_manual_new(0);
+    sluice_store *s = open_store("memory:?max_keys=4", c);
+    sluice_policy *p = policy("e", "fixed-window limit=1 window=1h");
+    REQUIRE(s && p);
+    sluice_decision d;
+    /* the first new key: the hand clears every bit, then evicts c0; from
+     * then on it stands at hot each time it has gone round */
+    const char *held[] = {"c0", "hot", "c1", "c2"};
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ(sluice_store_acquire(s, p, held[i], strlen(held[i]), 1, &d), 0);
+        CHECK(d.allowed);
+    }
+    for (int i = 0; i < 12; i++) {
+        char key[8];
+        int n = snprintf(key, sizeof key, "n%d", i);
+        CHECK_EQ(sluice_store_acquire(s, p, key, (size_t)n, 1, &d), 0);
+        CHECK(d.allowed);
+        sluice_stats st = stats(s);
+        CHECK_EQ(st.evicted, i + 1);
+        CHECK_EQ(st.forgotten, 0);
+        CHECK_EQ(sluice_store_acquire(s, p, "hot", 3, 1, &d), 0);
+        CHECK(!d.allowed); /* still held: its one request of the hour counted */
+    }
+    /* c0, c1 and c2 were evicted: each gets in again, as a fresh key */
+    for (int i = 0; i < 3; i++) {
+        const char *key = i == 0 ? "c0" : i == 1 ? "c1" : "c2";
+        CHECK_EQ(sluice_store_acquire(s, p, key, 2, 1, &d), 0);
+        CHECK(d.allowed);
+        CHECK_EQ(sluice_store_acquire(s, p, "hot", 3, 1, &d), 0);
+        CHECK(!d.allowed);
+    }
+    sluice_store_close(s);
+    sluice_policy_free(p);
+    sluice_clock_free(c);
+}
+
+/* A new key that becomes fresh before every key the last full scan saw
+ * brings the next scan forward: when room is needed after it is fresh, it
+ * is forgotten (losslessly), and no key that is not fresh is evicted (which
+ * would let its owner in again). */
+TEST(new_key_fresh_soonest_is_forgotten_not_an_older_key_evicted) {
+    sluice_clock *c = sluice_clock_manual_new(0);
+    sluice_store *s = open_store("memory:?max_keys=4", c);
+    sluice_policy *hour = policy("hour", "fixed-window limit=1 window=1h");
+    sluice_policy *brief = policy("brief", "fixed-window limit=5 window=10ms");
+    REQUIRE(s && hour && brief);
+    sluice_decision d;
+    const char *h[] = {"h0", "h1", "h2", "h3"};
+    for (int i = 0; i < 4; i++) CHECK_EQ(sluice_store_acquire(s, hour, h[i], 2, 1, &d), 0);
+    /* full of keys fresh in an hour: the scan finds none fresh, h0 goes */
+    CHECK_EQ(sluice_store_acquire(s, brief, "b", 1, 1, &d), 0);
+    CHECK(d.allowed && d.reset_ms == 10);
+    sluice_stats st = stats(s);
+    CHECK_EQ(st.evicted, 1);
+    CHECK_EQ(st.forgotten, 0);
+    /* b is fresh from 10 ms on: room for x comes from forgetting it */
+    sluice_clock_manual_set(c, 20);
+    CHECK_EQ(sluice_store_acquire(s, hour, "x", 1, 1, &d), 0);
+    CHECK(d.allowed);
+    st = stats(s);
+    CHECK_EQ(st.forgotten, 1);
+    CHECK_EQ(st.evicted, 1);
+    CHECK_EQ(st.keys, 4);
+    /* h1..h3 are held still: each has had its one request of the hour */
+    for (int i = 1; i < 4; i++) {
+        CHECK_EQ(sluice_store_acquire(s, hour, h[i], 2, 1, &d), 0);
+        CHECK(!d.allowed);
+    }
+    CHECK_EQ(stats(s).evicted, 1);
+    sluice_store_close(s);
+    sluice_policy_free(hour);
+    sluice_policy_free(brief);
     sluice_clock_free(c);
 }
 
@@ -694,6 +775,7 @@ TEST(counts_exact_when_a_thread_decides_while_exiting) {
 
 TEST_MAIN(per_key_state_is_independent, keys_are_binary_safe, bad_urls_and_options,
           full_store_refuses_new_keys_changing_nothing, full_store_evicts_least_recently_used,
+          eviction_spares_the_key_in_use, new_key_fresh_soonest_is_forgotten_not_an_older_key_evicted,
           changed_policy_starts_fresh, differential_lossless_forgetting, differential_forced_eviction,
           differential_all_keys_collide, refuse_is_exact_for_held_keys,
           keys_alike_in_their_first_word_stay_apart, acquire_many_equals_one_acquire_at_each,

@@ -16,6 +16,11 @@
  *  - faults: a server killed and restarted (on_error allow, deny, error;
  *    recovery with no reopen; failures and reconnects counted), SCRIPT
  *    FLUSH mid-run, timeouts with a stopped server and a connect that hangs;
+ *  - the time bound: more callers than pooled connections, against a
+ *    stopped server and a slow one (a proxy that holds replies back), and
+ *    every call returns within connect_timeout_ms + timeout_ms;
+ *  - stats and verify=1 with a server down or stopped (one server, and one
+ *    master of a cluster): SLUICE_ESTORE, naming the server;
  *  - a three-master cluster: conformance, then a slot moved under a running
  *    trace (MOVED, ASK) with decisions still equal to the memory store's;
  *  - expiry with the server's clock: every key has a TTL no longer than the
@@ -24,11 +29,13 @@
  *  - bad URLs and parameters.
  * Run one test by name: ./test_store_redis NAME. SLUICE_TEST_SCALE scales
  * the trace lengths. */
+#define _GNU_SOURCE /* pthread_timedjoin_np */
 #include "check.h"
 #include "store_util.h"
 #include "internal.h"
 #include "redis_server.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -1037,17 +1044,29 @@ static void killed_body(rs_group *g, int a) {
         if (i == 1) rs_sleep_ms(120); /* past the store's retry interval: it tries to connect */
     }
     for (int m = 0; m < 3; m++) {
-        sluice_stats st = stats(s[m]);
+        sluice_stats st;
+        /* a store failure, whatever on_error says: the keys are unknown,
+         * the counters are the store's own */
+        CHECK_EQ(sluice_store_stats(s[m], &st), SLUICE_ESTORE);
+        char port_text[16];
+        snprintf(port_text, sizeof port_text, ":%d", port);
+        const char *msg = sluice_store_errmsg(s[m]);
+        if (!strstr(msg, port_text)) fprintf(stderr, "stats with the server down: \"%s\"\n", msg);
+        CHECK(strstr(msg, port_text) != NULL);
         CHECK(st.failures >= 4);
         CHECK_EQ(st.reconnects, 0);
         CHECK_EQ(st.keys, -1); /* unknown while the server is down */
+        CHECK_EQ(st.capacity, -1);
+        CHECK_EQ(st.allowed, 3);
     }
     CHECK_EQ(stats(s[2]).failures, 12);
     /* back on the same port, empty: each store finds it by itself */
     REQUIRE(rs_restart(g, a) == 0);
     for (int m = 0; m < 3; m++) {
         CHECK(recovers(s[m], p));
-        sluice_stats st = stats(s[m]);
+        sluice_stats st;
+        CHECK_EQ(sluice_store_stats(s[m], &st), 0);
+        CHECK(st.keys >= 1);
         CHECK(st.reconnects >= 1);
         CHECK(st.failures >= 4);
         /* and decides exactly again (the server lost the old state) */
@@ -1191,9 +1210,29 @@ static void timeouts_body(rs_group *g, int a) {
         CHECK(rs_now_ms() - t0 < 600);
         rs_sleep_ms(110); /* past the store's retry interval: a new connection, a new timeout */
     }
+    /* stats: SLUICE_ESTORE, in time, saying the server did not answer */
+    sluice_stats st;
+    int64_t t0 = rs_now_ms();
+    CHECK_EQ(sluice_store_stats(allow, &st), SLUICE_ESTORE);
+    CHECK(rs_now_ms() - t0 < 600);
+    CHECK_EQ(st.keys, -1);
+    CHECK(strstr(sluice_store_errmsg(allow), "DBSIZE") || strstr(sluice_store_errmsg(allow), "is down"));
+    /* verify=1: the open fails, naming the server that did not answer */
+    sluice_store *v = (sluice_store *)1;
+    char err[256] = "", port_text[16];
+    snprintf(port_text, sizeof port_text, ":%d", port);
+    t0 = rs_now_ms();
+    CHECK_EQ(sluice_store_open_err(url_of(url, sizeof url, port, "verify=1&timeout_ms=60&connect_timeout_ms=60"), NULL, &v,
+                                   err, sizeof err), SLUICE_ESTORE);
+    CHECK(rs_now_ms() - t0 < 600);
+    CHECK(v == NULL);
+    if (!strstr(err, "PING") || !strstr(err, port_text)) fprintf(stderr, "verify=1, server stopped: \"%s\"\n", err);
+    CHECK(strstr(err, "verify=1") && strstr(err, "PING") && strstr(err, port_text));
     rs_signal(g, a, SIGCONT);
     CHECK(recovers(s, p));
     CHECK(recovers(allow, p));
+    CHECK_EQ(sluice_store_stats(allow, &st), 0);
+    CHECK(st.keys >= 1);
     sluice_store_close(s);
     sluice_store_close(allow);
 
@@ -1212,7 +1251,7 @@ static void timeouts_body(rs_group *g, int a) {
     CHECK(n_fill < 8);
     s = open_store(url_of(url, sizeof url, lport, "clock=client&connect_timeout_ms=80&timeout_ms=1000&on_error=error"), NULL);
     REQUIRE(s);
-    int64_t t0 = rs_now_ms();
+    t0 = rs_now_ms();
     CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 0, &d), SLUICE_ESTORE);
     int64_t took = rs_now_ms() - t0;
     if (took >= 800) fprintf(stderr, "a hanging connect took %lld ms (connect timeout 80 ms)\n", (long long)took);
@@ -1230,6 +1269,299 @@ TEST(timeouts_are_honoured) {
     if (rs_group_open(&g) == 0) a = rs_group_add(&g, 0);
     if (a >= 0) timeouts_body(&g, a);
     CHECK(a >= 0);
+    rs_group_close(&g);
+}
+
+/* More callers than pooled connections, and the server stopped (SIGSTOP:
+ * connections are accepted, nothing is answered): every call, its wait
+ * for one of the pool's connections included, returns within the bound
+ * sluice.h promises, connect_timeout_ms + timeout_ms (here 200 ms; the
+ * check allows 400 ms more for sanitizers and a crowded machine: a bound,
+ * not a speed), admitted unenforced as on_error=allow says. Then the
+ * server continues and decisions are enforced again. */
+#define CROWD_THREADS 16
+#define CROWD_BOUND_MS 200
+typedef struct {
+    sluice_store *s;
+    const sluice_policy *p;
+    atomic_int *stop;
+    int64_t slowest_ms;
+    long calls, unenforced, errors;
+    long no_connection; /* unenforced: no pooled connection came in time */
+} crowd_arg;
+
+static void *crowd(void *arg) {
+    crowd_arg *a = arg;
+    while (!atomic_load(a->stop)) {
+        sluice_decision d;
+        int64_t t0 = rs_now_ms();
+        int rc = sluice_store_acquire_at(a->s, a->p, "k", 1, 1, 0, &d);
+        int64_t took = rs_now_ms() - t0;
+        if (took > a->slowest_ms) a->slowest_ms = took;
+        a->calls++;
+        if (rc) a->errors++;
+        else if (!d.enforced) a->unenforced++;
+        if (rc == 0 && !d.enforced && strstr(sluice_store_errmsg(a->s), "connections stayed in use")) a->no_connection++;
+    }
+    return NULL;
+}
+
+/* Runs CROWD_THREADS callers of p on s for run_ms; their slowest call,
+ * and their counts added into *calls, *unenforced, *errors. A caller that
+ * never returns ends the test process (nothing else could be checked, nor
+ * the store closed). */
+static int64_t run_crowd(rs_group *g, sluice_store *s, const sluice_policy *p, int64_t run_ms, long *calls,
+                         long *unenforced, long *errors, long *no_connection) {
+    atomic_int stop = 0;
+    crowd_arg args[CROWD_THREADS];
+    pthread_t t[CROWD_THREADS];
+    int started = 0;
+    for (int i = 0; i < CROWD_THREADS; i++) {
+        args[i] = (crowd_arg){s, p, &stop, 0, 0, 0, 0, 0};
+        started += pthread_create(&t[i], NULL, crowd, &args[i]) == 0;
+    }
+    CHECK_EQ(started, CROWD_THREADS);
+    rs_sleep_ms(run_ms); /* the calls' own time is what is measured */
+    atomic_store(&stop, 1);
+    struct timespec give_up;
+    clock_gettime(CLOCK_REALTIME, &give_up);
+    give_up.tv_sec += 10;
+    int64_t slowest = 0;
+    for (int i = 0; i < started; i++) {
+        if (pthread_timedjoin_np(t[i], NULL, &give_up) != 0) {
+            fprintf(stderr, "a call had not returned 10 s after the callers were told to stop\n");
+            CHECK(0);
+            rs_group_close(g);
+            fflush(NULL);
+            _exit(1);
+        }
+        slowest = max64(slowest, args[i].slowest_ms);
+        *calls += args[i].calls;
+        *unenforced += args[i].unenforced;
+        *errors += args[i].errors;
+        *no_connection += args[i].no_connection;
+    }
+    return slowest;
+}
+
+TEST(crowded_pool_and_a_stopped_server_keep_the_time_bound) {
+    rs_group g;
+    int a = -1;
+    if (rs_group_open(&g) == 0) a = rs_group_add(&g, 0);
+    REQUIRE(a >= 0);
+    char url[256];
+    sluice_store *s = open_store(url_of(url, sizeof url, g.s[a].port,
+                                        "clock=client&pool=2&timeout_ms=100&connect_timeout_ms=100"), NULL);
+    sluice_policy *p = policy("crowd", "fixed-window limit=1000000000 window=1h");
+    sluice_policy *one = policy("one", "fixed-window limit=1 window=1h");
+    REQUIRE(s && p && one);
+    sluice_decision d;
+    CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 0, &d), 0);
+    CHECK(d.allowed && d.enforced);
+    rs_signal(&g, a, SIGSTOP);
+    long calls = 0, unenforced = 0, errors = 0, no_connection = 0;
+    int64_t slowest = run_crowd(&g, s, p, 1500, &calls, &unenforced, &errors, &no_connection);
+    rs_signal(&g, a, SIGCONT);
+    if (slowest > CROWD_BOUND_MS + 400)
+        fprintf(stderr, "the slowest of %ld calls took %lld ms (bound %d ms)\n", calls, (long long)slowest,
+                CROWD_BOUND_MS);
+    CHECK(slowest <= CROWD_BOUND_MS + 400);
+    CHECK(calls > CROWD_THREADS); /* every thread called, some more than once */
+    CHECK_EQ(unenforced, calls);  /* the server answered none */
+    CHECK_EQ(errors, 0);
+    /* the server is back: decisions are enforced again (a new key: calls
+     * sent before may still run on it now) */
+    CHECK(recovers(s, p));
+    CHECK_EQ(sluice_store_acquire_at(s, one, "after", 5, 1, 0, &d), 0);
+    CHECK(d.allowed && d.enforced);
+    CHECK_EQ(sluice_store_acquire_at(s, one, "after", 5, 1, 0, &d), 0);
+    CHECK(!d.allowed && d.enforced);
+    sluice_store_close(s);
+    sluice_policy_free(p);
+    sluice_policy_free(one);
+    rs_group_close(&g);
+}
+
+/* ---- a slow server: a proxy in front of one that holds every reply back
+ * for delay_ms (each command answered, none before delay_ms) ---- */
+
+#define PROXY_PAIRS 16
+
+typedef struct chunk {
+    struct chunk *next;
+    int64_t due_ms;
+    size_t len;
+    char bytes[];
+} chunk;
+
+typedef struct {
+    int listen_fd, target_port;
+    int64_t delay_ms;
+    atomic_int stop;
+    pthread_t thread;
+    int n_pairs;
+    struct {
+        int client, server;
+        chunk *head, *tail; /* replies held back, oldest first */
+    } pair[PROXY_PAIRS];
+} proxy;
+
+static int write_all(int fd, const char *p, size_t len) {
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n <= 0) return -1;
+        p += n, len -= (size_t)n;
+    }
+    return 0;
+}
+
+static void proxy_drop(proxy *x, int i) {
+    close(x->pair[i].client);
+    close(x->pair[i].server);
+    while (x->pair[i].head) {
+        chunk *next = x->pair[i].head->next;
+        free(x->pair[i].head);
+        x->pair[i].head = next;
+    }
+    x->pair[i] = x->pair[--x->n_pairs];
+}
+
+static void proxy_accept(proxy *x) {
+    int c = accept(x->listen_fd, NULL, NULL);
+    if (c < 0) return;
+    int sv = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)x->target_port);
+    if (x->n_pairs == PROXY_PAIRS || sv < 0 || connect(sv, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(c);
+        if (sv >= 0) close(sv);
+        return;
+    }
+    x->pair[x->n_pairs].client = c;
+    x->pair[x->n_pairs].server = sv;
+    x->pair[x->n_pairs].head = x->pair[x->n_pairs].tail = NULL;
+    x->n_pairs++;
+}
+
+static void *proxy_run(void *arg) {
+    proxy *x = arg;
+    while (!atomic_load(&x->stop)) {
+        struct pollfd fds[1 + 2 * PROXY_PAIRS];
+        int n = x->n_pairs;
+        int64_t now = rs_now_ms(), wait_ms = 20;
+        fds[0] = (struct pollfd){x->listen_fd, POLLIN, 0};
+        for (int i = 0; i < n; i++) {
+            fds[1 + 2 * i] = (struct pollfd){x->pair[i].client, POLLIN, 0};
+            fds[2 + 2 * i] = (struct pollfd){x->pair[i].server, POLLIN, 0};
+            if (x->pair[i].head) wait_ms = min64(wait_ms, max64(0, x->pair[i].head->due_ms - now));
+        }
+        poll(fds, (nfds_t)(1 + 2 * n), (int)wait_ms);
+        now = rs_now_ms();
+        for (int i = n - 1; i >= 0; i--) { /* from the end: proxy_drop moves the last pair to i */
+            char buf[65536];
+            int gone = 0;
+            if (fds[1 + 2 * i].revents) { /* a command: on to the server at once */
+                ssize_t got = read(x->pair[i].client, buf, sizeof buf);
+                gone = got <= 0 || write_all(x->pair[i].server, buf, (size_t)got) != 0;
+            }
+            if (!gone && fds[2 + 2 * i].revents) { /* a reply: held back */
+                ssize_t got = read(x->pair[i].server, buf, sizeof buf);
+                chunk *k = got > 0 ? malloc(sizeof *k + (size_t)got) : NULL;
+                gone = !k;
+                if (k) {
+                    k->next = NULL;
+                    k->due_ms = now + x->delay_ms;
+                    k->len = (size_t)got;
+                    memcpy(k->bytes, buf, (size_t)got);
+                    if (x->pair[i].tail) x->pair[i].tail->next = k;
+                    else x->pair[i].head = k;
+                    x->pair[i].tail = k;
+                }
+            }
+            while (!gone && x->pair[i].head && x->pair[i].head->due_ms <= now) {
+                chunk *k = x->pair[i].head;
+                gone = write_all(x->pair[i].client, k->bytes, k->len) != 0;
+                x->pair[i].head = k->next;
+                if (!k->next) x->pair[i].tail = NULL;
+                free(k);
+            }
+            if (gone) proxy_drop(x, i);
+        }
+        if (fds[0].revents) proxy_accept(x);
+    }
+    while (x->n_pairs) proxy_drop(x, 0);
+    return NULL;
+}
+
+/* Starts a proxy to target_port on a free loopback port; 0 or -1. */
+static int proxy_start(proxy *x, int target_port, int64_t delay_ms) {
+    memset(x, 0, sizeof *x);
+    x->target_port = target_port;
+    x->delay_ms = delay_ms;
+    x->listen_fd = rs_bind_(0);
+    if (x->listen_fd < 0 || listen(x->listen_fd, 64) != 0 || pthread_create(&x->thread, NULL, proxy_run, x) != 0) {
+        if (x->listen_fd >= 0) close(x->listen_fd);
+        return -1;
+    }
+    return 0;
+}
+
+static void proxy_stop(proxy *x) {
+    atomic_store(&x->stop, 1);
+    pthread_join(x->thread, NULL);
+    close(x->listen_fd);
+}
+
+/* A server that answers every command, each 150 ms late: the pool's two
+ * connections are in use all the time, and callers that cannot get one
+ * within connect_timeout_ms give up (admitted unenforced) instead of
+ * queueing behind the others for round after round (until those who
+ * waited longest had too little time left for the command): every call
+ * ends within connect_timeout_ms + timeout_ms (50 + 400 ms; the check
+ * allows 400 ms more), and those that got a connection were decided. */
+TEST(crowded_pool_and_a_slow_server_keep_the_time_bound) {
+    rs_group g;
+    int a = -1;
+    if (rs_group_open(&g) == 0) a = rs_group_add(&g, 0);
+    REQUIRE(a >= 0);
+    proxy x;
+    REQUIRE(proxy_start(&x, g.s[a].port, 150) == 0);
+    char url[256];
+    sluice_store *s = open_store(url_of(url, sizeof url, rs_port_of_(x.listen_fd),
+                                        "clock=client&pool=2&timeout_ms=400&connect_timeout_ms=50"), NULL);
+    sluice_policy *p = policy("crowd", "fixed-window limit=1000000000 window=1h");
+    REQUIRE(s && p);
+    /* the script loaded straight on the server: through the proxy, the
+     * first decision (NOSCRIPT, SCRIPT LOAD, again) would take three times
+     * 150 ms, past the bound */
+    sluice_store *direct = open_store(url_of(url, sizeof url, g.s[a].port, "clock=client"), NULL);
+    sluice_decision d;
+    REQUIRE(direct);
+    CHECK_EQ(sluice_store_acquire_at(direct, p, "k", 1, 1, 0, &d), 0);
+    sluice_store_close(direct);
+    CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 0, &d), 0);
+    CHECK(d.allowed && d.enforced);
+    long calls = 0, unenforced = 0, errors = 0, no_connection = 0;
+    int64_t slowest = run_crowd(&g, s, p, 1500, &calls, &unenforced, &errors, &no_connection);
+    if (slowest > 450 + 400)
+        fprintf(stderr, "the slowest of %ld calls took %lld ms (bound 450 ms)\n", calls, (long long)slowest);
+    CHECK(slowest <= 450 + 400);
+    CHECK(unenforced > 0);           /* some waited for a connection in vain */
+    CHECK(calls - unenforced >= 10); /* and the others were decided: 2 every 150 ms */
+    CHECK_EQ(errors, 0);
+    /* each caller with a connection had its whole timeout_ms for the
+     * command, so none timed out and the server was never taken for down:
+     * every call not decided is one that gave up waiting for a connection */
+    if (no_connection != unenforced)
+        fprintf(stderr, "%ld calls were not decided for another reason than waiting for a connection\n",
+                unenforced - no_connection);
+    CHECK_EQ(no_connection, unenforced);
+    sluice_store_close(s);
+    proxy_stop(&x);
+    sluice_policy_free(p);
     rs_group_close(&g);
 }
 
@@ -1509,6 +1841,8 @@ static void bad_urls_body(int port) {
     BAD("connect_timeout_ms", "redis://127.0.0.1:%d?connect_timeout_ms=x", port);
     BAD("on_error", "redis://127.0.0.1:%d?on_error=maybe", port);
     BAD("twice", "redis://127.0.0.1:%d?clock=client&clock=server", port);
+    BAD("verify=2", "redis://127.0.0.1:%d?verify=2", port);
+    BAD("verify=yes", "redis://127.0.0.1:%d?verify=yes", port);
     BAD("database 0", "redis-cluster://127.0.0.1:%d/0", port);
     BAD("127.0.0.1:x", "redis-cluster://127.0.0.1:%d,127.0.0.1:x", port);
     BAD("\"\"", "redis-cluster://127.0.0.1:%d,,127.0.0.1:%d", port, port);
@@ -1550,6 +1884,29 @@ static void bad_urls_body(int port) {
     snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d?connect_timeout_ms=100", dead);
     CHECK_EQ(sluice_store_open_err(url, NULL, &s, err, sizeof err), SLUICE_ESTORE);
     CHECK(strstr(err, "cannot connect") != NULL);
+    /* verify=1: open connects and PINGs; without a server it fails naming it */
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d?verify=1", port);
+    s = open_store(url, NULL);
+    CHECK(s != NULL);
+    sluice_store_close(s);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d?verify=0&connect_timeout_ms=100", dead);
+    s = open_store(url, NULL); /* verify=0, the default: connects on first use */
+    CHECK(s != NULL);
+    sluice_stats st;
+    CHECK_EQ(sluice_store_stats(s, &st), SLUICE_ESTORE); /* no server to count the keys */
+    CHECK(strstr(sluice_store_errmsg(s), "cannot connect") != NULL);
+    sluice_store_close(s);
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d?verify=1&connect_timeout_ms=100", dead);
+    s = (sluice_store *)1;
+    CHECK_EQ(sluice_store_open_err(url, NULL, &s, err, sizeof err), SLUICE_ESTORE);
+    CHECK(s == NULL);
+    char dead_text[16];
+    snprintf(dead_text, sizeof dead_text, "127.0.0.1:%d", dead);
+    if (!strstr(err, dead_text) || !strstr(err, "verify=1")) fprintf(stderr, "verify=1, no server: \"%s\"\n", err);
+    CHECK(strstr(err, dead_text) && strstr(err, "verify=1") && strstr(err, "cannot connect"));
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d/999?verify=1", port);
+    CHECK_EQ(sluice_store_open_err(url, NULL, &s, err, sizeof err), SLUICE_ESTORE);
+    CHECK(strstr(err, "SELECT 999") != NULL);
     /* a database the server does not have: every decision fails, saying so */
     snprintf(url, sizeof url, "redis://127.0.0.1:%d/999?on_error=error&clock=client", port);
     s = open_store(url, NULL);
@@ -1773,6 +2130,27 @@ static void cluster_body(rs_group *g) {
     sluice_stats st = stats(s);
     CHECK(st.keys > 0);
     sluice_store_close(s);
+
+    /* verify=1 PINGs every master, not only the seed; stats ask every
+     * master: one stopped, both fail naming it */
+    snprintf(url, sizeof url, "redis-cluster://127.0.0.1:%d?verify=1&timeout_ms=100&connect_timeout_ms=100",
+             g->s[0].port);
+    sluice_store *v = open_store(url, NULL);
+    CHECK(v != NULL);
+    rs_signal(g, 2, SIGSTOP);
+    char err[256] = "", port_text[16];
+    snprintf(port_text, sizeof port_text, ":%d", g->s[2].port);
+    CHECK_EQ(sluice_store_stats(v, &st), SLUICE_ESTORE);
+    CHECK_EQ(st.keys, -1);
+    if (!strstr(sluice_store_errmsg(v), port_text)) fprintf(stderr, "cluster stats: \"%s\"\n", sluice_store_errmsg(v));
+    CHECK(strstr(sluice_store_errmsg(v), port_text) != NULL);
+    sluice_store *w = (sluice_store *)1;
+    CHECK_EQ(sluice_store_open_err(url, NULL, &w, err, sizeof err), SLUICE_ESTORE);
+    CHECK(w == NULL);
+    if (!strstr(err, port_text)) fprintf(stderr, "cluster verify=1: \"%s\"\n", err);
+    CHECK(strstr(err, "verify=1") && strstr(err, port_text));
+    rs_signal(g, 2, SIGCONT);
+    sluice_store_close(v);
 }
 
 /* A master joins the cluster after the store opened, and the slot of a key
@@ -1935,6 +2313,8 @@ TEST_MAIN(bad_urls_and_parameters, conformance_with_the_memory_store, refuses_wh
           sliding_log_totals_restart_near_2_50, evicted_names_never_make_decisions_stricter,
           changed_policy_prefix_and_db_start_fresh,
           threads_racing_one_fresh_key_admit_exactly_capacity, processes_racing_one_fresh_key_admit_exactly_capacity,
-          server_killed_and_restarted, restarted_server_is_used_at_once, script_flush_mid_run, timeouts_are_honoured, every_key_expires_when_fresh,
+          server_killed_and_restarted, restarted_server_is_used_at_once, script_flush_mid_run, timeouts_are_honoured,
+          crowded_pool_and_a_stopped_server_keep_the_time_bound, crowded_pool_and_a_slow_server_keep_the_time_bound,
+          every_key_expires_when_fresh,
           client_clock_expiry_has_grace, batches_equal_one_by_one, cluster_conformance_and_a_slot_moved_mid_run,
           cluster_grows_while_threads_race)

@@ -2,34 +2,70 @@
  * argument checks, options (struct first, then URL query parameters), the
  * clock, and the error message channel. Each kind (memory.c, ...) provides a
  * small const table of operations (sluice__store_ops). */
+#define _GNU_SOURCE /* dladdr */
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 
 /* The Redis store lives in libsluice-redis, so that only its users link
  * hiredis. Its tables are found through weak references when it is linked
- * in (a static link: its pkg-config and CMake target make sure it is), else
- * by loading libsluice-redis.so.0 when a Redis URL is first opened (a
- * shared link may have been dropped by --as-needed, or never made). */
+ * in (its pkg-config files and CMake targets make sure the linker keeps
+ * it), else by loading libsluice-redis.so.N when a Redis URL is opened:
+ * first from the directory libsluice.so was loaded from (installed side by
+ * side, whatever the prefix), then by the dynamic loader's own search.
+ * When neither works, why says what was tried and what each gave. */
 extern const sluice__store_ops sluice_redis_store __attribute__((weak));
 extern const sluice__store_ops sluice_redis_cluster_store __attribute__((weak));
 
-static const sluice__store_ops *redis_kind(const sluice__store_ops *linked, const char *symbol) {
-    if (linked) return linked;
-    void *lib = dlopen("libsluice-redis.so." SLUICE__SOVERSION, RTLD_NOW | RTLD_GLOBAL); /* kept */
-    return lib ? (const sluice__store_ops *)dlsym(lib, symbol) : NULL;
+#define REDIS_LIBRARY "libsluice-redis.so." SLUICE__SOVERSION
+
+/* The directory this code was loaded from when it is a shared library,
+ * else "" (the core linked into the program: nothing lies beside it). */
+static void own_directory(char *dir, size_t len) {
+    Dl_info self, program;
+    dir[0] = 0;
+    if (!dladdr((void *)&own_directory, &self) || !self.dli_fname) return;
+    if (dladdr((void *)getauxval(AT_PHDR), &program) && program.dli_fbase == self.dli_fbase) return;
+    const char *slash = strrchr(self.dli_fname, '/');
+    if (slash) snprintf(dir, len, "%.*s", (int)(slash - self.dli_fname), self.dli_fname);
 }
 
-static const sluice__store_ops *kind_named(const char *scheme) {
+static const sluice__store_ops *redis_kind(const sluice__store_ops *linked, const char *symbol,
+                                           char *why, size_t whylen) {
+    if (linked) return linked;
+    char dir[PATH_MAX], beside[PATH_MAX + sizeof REDIS_LIBRARY];
+    const char *tried[2];
+    int n = 0;
+    own_directory(dir, sizeof dir);
+    if (dir[0] && (size_t)snprintf(beside, sizeof beside, "%s/%s", dir, REDIS_LIBRARY) < sizeof beside)
+        tried[n++] = beside;
+    tried[n++] = REDIS_LIBRARY;
+    size_t at = 0;
+    for (int i = 0; i < n; i++) {
+        void *lib = dlopen(tried[i], RTLD_NOW | RTLD_GLOBAL); /* kept */
+        const sluice__store_ops *ops = lib ? dlsym(lib, symbol) : NULL;
+        if (ops) return ops;
+        const char *what = dlerror();
+        if (at < whylen)
+            at += (size_t)snprintf(why + at, whylen - at, "%s%s", i ? "; " : "",
+                                   what ? what : "no such symbol");
+    }
+    return NULL;
+}
+
+static const sluice__store_ops *kind_named(const char *scheme, char *why, size_t whylen) {
+    why[0] = 0;
     if (strcmp(scheme, "memory") == 0) return &sluice__memory_store;
     if (strcmp(scheme, "shm") == 0) return &sluice__shm_store;
-    if (strcmp(scheme, "redis") == 0) return redis_kind(&sluice_redis_store, "sluice_redis_store");
+    if (strcmp(scheme, "redis") == 0) return redis_kind(&sluice_redis_store, "sluice_redis_store", why, whylen);
     if (strcmp(scheme, "redis-cluster") == 0)
-        return redis_kind(&sluice_redis_cluster_store, "sluice_redis_cluster_store");
+        return redis_kind(&sluice_redis_cluster_store, "sluice_redis_cluster_store", why, whylen);
     return NULL;
 }
 
@@ -216,12 +252,12 @@ int sluice_store_open_err(const char *url_text, const sluice_store_options *opts
     }
     int rc = parse_url(url_text, &url, err, errlen);
     if (rc) return rc;
-    const sluice__store_ops *kind = kind_named(url.scheme);
+    char why[2 * PATH_MAX];
+    const sluice__store_ops *kind = kind_named(url.scheme, why, sizeof why);
     if (!kind) {
-        if (!strcmp(url.scheme, "redis") || !strcmp(url.scheme, "redis-cluster"))
-            sluice__errf(err, errlen, "store URL scheme \"%s\" needs libsluice-redis, which is "
-                         "neither linked in nor installed (libsluice-redis.so.%s)", url.scheme,
-                         SLUICE__SOVERSION);
+        if (why[0])
+            sluice__errf(err, errlen, "store URL scheme \"%s\" needs libsluice-redis, which is not "
+                         "linked into the program, and loading it failed: %s", url.scheme, why);
         else
             sluice__errf(err, errlen, "store URL scheme \"%s\" is unknown (expected memory:, "
                          "shm:PATH, redis:// or redis-cluster://)", url.scheme);
@@ -409,7 +445,7 @@ int sluice_store_stats(sluice_store *s, sluice_stats *out) {
     if (!s || !out) return SLUICE_EINVAL;
     memset(out, 0, sizeof *out);
     s->ops->stats(s, out);
-    return 0;
+    return out->keys < 0 ? SLUICE_ESTORE : 0; /* the store's message says why */
 }
 
 const char *sluice_store_errmsg(const sluice_store *s) {

@@ -25,6 +25,13 @@
  * per 100 ms per node while the server stays down, so a dead server costs
  * callers a timeout only now and then.
  *
+ * Time bound: a call (a decision, a batch, stats) ends by its deadline,
+ * connect_timeout_ms + timeout_ms after it starts. Getting a connection
+ * (waiting for one of the pool's, or connecting) may take until
+ * timeout_ms before the deadline, so that the first command has all of
+ * timeout_ms; every later command (a script load, a redirection) gets
+ * timeout_ms or what is left, whichever is less.
+ *
  * Threads: each node has a pool of connections (pool=N, default 8); a
  * caller takes one for the round trip. */
 #define _GNU_SOURCE
@@ -43,6 +50,7 @@
 #define POOL_MAX 64
 #define NODES_MAX 64
 #define RETRY_MS 100                  /* a down node is tried again after this */
+#define NO_DEADLINE INT64_MAX         /* open: each step has its own timeouts */
 #define CLIENT_TIME_MAX_MS (INT64_C(1) << 50) /* exact in Lua's doubles */
 #define EXACT_MAX (INT64_C(1) << 51)  /* products the script forms stay < 2^53 */
 #define NAME_MAX_BYTES (64 + SLUICE_POLICY_NAME_MAX + 48 + SLUICE_KEY_MAX)
@@ -52,7 +60,7 @@ typedef struct {
     char host[256];
     int port;
     pthread_mutex_t mu; /* guards the pool */
-    pthread_cond_t freed;
+    pthread_cond_t freed; /* a connection came back, or a place in the pool (CLOCK_MONOTONIC) */
     redisContext *idle[POOL_MAX];
     int n_idle, n_open;
     int failed;                  /* the last connect or command failed */
@@ -77,6 +85,7 @@ typedef struct {
     sluice_on_error on_error;
     int64_t connect_timeout_ms, timeout_ms, ttl_grace_ms;
     int pool;
+    int verify; /* open: PING every node it needs */
     char prefix[64];
     char sha[41];
     sluice__policy_set policies; /* items: rpolicy */
@@ -101,6 +110,24 @@ static struct timeval tv_of(int64_t ms) {
     return tv;
 }
 
+/* The deadline of a call that starts now (see the top of the file). */
+static int64_t deadline_of(const redis_store *r) {
+    return real_ms() + r->connect_timeout_ms + r->timeout_ms;
+}
+
+/* limit_ms, or what is left until until_ms when that is less (at least 1). */
+static int64_t within(int64_t limit_ms, int64_t until_ms) {
+    int64_t left_ms = until_ms - real_ms();
+    return left_ms < limit_ms ? (left_ms > 1 ? left_ms : 1) : limit_ms;
+}
+
+/* Waits on cond until until_ms (CLOCK_MONOTONIC); ETIMEDOUT when it passed. */
+static int wait_until(pthread_cond_t *cond, pthread_mutex_t *mu, int64_t until_ms) {
+    if (until_ms >= NO_DEADLINE / 2) return pthread_cond_wait(cond, mu);
+    struct timespec ts = {.tv_sec = (time_t)(until_ms / 1000), .tv_nsec = (long)(until_ms % 1000) * 1000000L};
+    return pthread_cond_timedwait(cond, mu, &ts);
+}
+
 /* ---- connections ---- */
 
 static node *node_new(const char *host, size_t host_len, int port) {
@@ -109,8 +136,12 @@ static node *node_new(const char *host, size_t host_len, int port) {
     if (host_len >= sizeof n->host) host_len = sizeof n->host - 1;
     memcpy(n->host, host, host_len);
     n->port = port;
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_mutex_init(&n->mu, NULL);
-    pthread_cond_init(&n->freed, NULL);
+    pthread_cond_init(&n->freed, &attr);
+    pthread_condattr_destroy(&attr);
     return n;
 }
 
@@ -121,16 +152,35 @@ static void node_free(node *n) {
     free(n);
 }
 
-/* Runs one command on c; NULL and why on failure (c is then unusable). */
-static redisReply *run(redisContext *c, int argc, const char **argv, const size_t *lens, char *why,
-                       size_t whylen) {
+/* Before c's next command of a call that ends by deadline_ms: its
+ * timeout is timeout_ms, or what is left when that is less. 1 when it was
+ * shortened: restore_timeout() then puts timeout_ms back. */
+static int shorten_timeout(const redis_store *r, redisContext *c, int64_t deadline_ms) {
+    int64_t ms = within(r->timeout_ms, deadline_ms);
+    if (ms == r->timeout_ms) return 0;
+    redisSetTimeout(c, tv_of(ms));
+    return 1;
+}
+
+static void restore_timeout(const redis_store *r, redisContext *c) {
+    redisSetTimeout(c, tv_of(r->timeout_ms));
+}
+
+/* Runs one command on c by deadline_ms; NULL and why on failure (c is
+ * then unusable). */
+static redisReply *run(const redis_store *r, redisContext *c, int64_t deadline_ms, int argc,
+                       const char **argv, const size_t *lens, char *why, size_t whylen) {
+    int shortened = shorten_timeout(r, c, deadline_ms);
     redisReply *reply = redisCommandArgv(c, argc, argv, lens);
     if (!reply) snprintf(why, whylen, "%s", c->errstr[0] ? c->errstr : "connection lost");
+    else if (shortened) restore_timeout(r, c);
     return reply;
 }
 
-static redisContext *connect_node(redis_store *r, node *n, char *why, size_t whylen) {
-    redisContext *c = redisConnectWithTimeout(n->host, n->port, tv_of(r->connect_timeout_ms));
+/* A new connection to n, made by until_ms, its SELECT done by deadline_ms. */
+static redisContext *connect_node(redis_store *r, node *n, int64_t until_ms, int64_t deadline_ms, char *why,
+                                  size_t whylen) {
+    redisContext *c = redisConnectWithTimeout(n->host, n->port, tv_of(within(r->connect_timeout_ms, until_ms)));
     if (!c || c->err) {
         snprintf(why, whylen, "cannot connect to %.100s:%d: %.100s", n->host, n->port,
                  c ? c->errstr : "out of memory");
@@ -143,7 +193,7 @@ static redisContext *connect_node(redis_store *r, node *n, char *why, size_t why
         int len = snprintf(db, sizeof db, "%d", r->db);
         const char *argv[] = {"SELECT", db};
         size_t lens[] = {6, (size_t)len};
-        redisReply *reply = run(c, 2, argv, lens, why, whylen);
+        redisReply *reply = run(r, c, deadline_ms, 2, argv, lens, why, whylen);
         int ok = reply && reply->type != REDIS_REPLY_ERROR;
         if (reply && !ok) snprintf(why, whylen, "SELECT %d: %s", r->db, reply->str);
         if (reply) freeReplyObject(reply);
@@ -155,33 +205,41 @@ static redisContext *connect_node(redis_store *r, node *n, char *why, size_t why
     return c;
 }
 
-/* A connection to n: an idle one, a new one, or (pool full) the next one
- * given back. NULL with why when n is down. */
-static redisContext *take(redis_store *r, node *n, char *why, size_t whylen) {
+/* A connection to n for a call that ends by deadline_ms: an idle one, a
+ * new one, or (pool full) the next one given back, by timeout_ms before
+ * the deadline. NULL with why when n is down (at once, even while waiting)
+ * or when none came in time. */
+static redisContext *take(redis_store *r, node *n, int64_t deadline_ms, char *why, size_t whylen) {
+    int64_t until_ms = deadline_ms - r->timeout_ms;
     pthread_mutex_lock(&n->mu);
     for (;;) {
+        if (n->failed && real_ms() < atomic_load(&n->retry_at_ms)) {
+            pthread_mutex_unlock(&n->mu);
+            snprintf(why, whylen, "%.100s:%d is down (retrying every %d ms)", n->host, n->port, RETRY_MS);
+            return NULL;
+        }
         if (n->n_idle > 0) {
             redisContext *c = n->idle[--n->n_idle];
             pthread_mutex_unlock(&n->mu);
             return c;
         }
         if (n->n_open < r->pool) break;
-        pthread_cond_wait(&n->freed, &n->mu);
-    }
-    if (n->failed && real_ms() < atomic_load(&n->retry_at_ms)) {
-        pthread_mutex_unlock(&n->mu);
-        snprintf(why, whylen, "%.100s:%d is down (retrying every %d ms)", n->host, n->port, RETRY_MS);
-        return NULL;
+        if (wait_until(&n->freed, &n->mu, until_ms) == ETIMEDOUT) {
+            pthread_mutex_unlock(&n->mu);
+            snprintf(why, whylen, "%.100s:%d: all pool=%d connections stayed in use for connect_timeout_ms=%lld",
+                     n->host, n->port, r->pool, (long long)r->connect_timeout_ms);
+            return NULL;
+        }
     }
     n->n_open++;
     pthread_mutex_unlock(&n->mu);
-    redisContext *c = connect_node(r, n, why, whylen);
+    redisContext *c = connect_node(r, n, until_ms, deadline_ms, why, whylen);
     pthread_mutex_lock(&n->mu);
     if (!c) {
         n->n_open--;
         n->failed = 1;
         atomic_store(&n->retry_at_ms, real_ms() + RETRY_MS);
-        pthread_cond_signal(&n->freed);
+        pthread_cond_broadcast(&n->freed); /* the waiters: down */
     } else if (n->failed) {
         n->failed = 0;
         atomic_fetch_add(&r->reconnects, 1);
@@ -202,7 +260,7 @@ static int closed_by_server(const redisContext *c) {
  * idle ones, as stale, are dropped too, and new ones are tried at once.
  * Any other failure (no answer in time: the server is slow or stopped)
  * marks the node down for RETRY_MS, so that callers fail fast instead of
- * each waiting out the timeout. */
+ * each waiting out the timeout, those waiting for a connection too. */
 static void give(node *n, redisContext *c, int broken) {
     pthread_mutex_lock(&n->mu);
     if (broken) {
@@ -218,10 +276,11 @@ static void give(node *n, redisContext *c, int broken) {
             n->failed = 1;
             atomic_store(&n->retry_at_ms, real_ms() + RETRY_MS);
         }
+        pthread_cond_broadcast(&n->freed); /* places in the pool, or down */
     } else {
         n->idle[n->n_idle++] = c;
+        pthread_cond_signal(&n->freed);
     }
-    pthread_cond_signal(&n->freed);
     pthread_mutex_unlock(&n->mu);
 }
 
@@ -264,16 +323,17 @@ static int node_named_by(redis_store *r, const node *from, const char *host, siz
     return host_len ? node_index(r, host, host_len, port) : node_index(r, from->host, strlen(from->host), port);
 }
 
-/* Reads the slot map (CLUSTER SLOTS) from the first node that answers. */
-static int refresh_slots(redis_store *r, char *why, size_t whylen) {
+/* Reads the slot map (CLUSTER SLOTS) from the first node that answers, by
+ * deadline_ms. */
+static int refresh_slots(redis_store *r, int64_t deadline_ms, char *why, size_t whylen) {
     int count = atomic_load(&r->n_nodes);
     for (int i = 0; i < count; i++) {
         node *n = r->nodes[i];
-        redisContext *c = take(r, n, why, whylen);
+        redisContext *c = take(r, n, deadline_ms, why, whylen);
         if (!c) continue;
         const char *argv[] = {"CLUSTER", "SLOTS"};
         size_t lens[] = {7, 5};
-        redisReply *reply = run(c, 2, argv, lens, why, whylen);
+        redisReply *reply = run(r, c, deadline_ms, 2, argv, lens, why, whylen);
         if (!reply || reply->type != REDIS_REPLY_ARRAY) {
             if (reply) {
                 snprintf(why, whylen, "CLUSTER SLOTS: %s", reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
@@ -315,7 +375,8 @@ static int redirect_target(redis_store *r, const node *from, const char *err) {
 static void lost_reply(const redis_store *r, const node *n, const redisContext *c, char *why, size_t whylen) {
     char what[160];
     if (c->err == REDIS_ERR_IO && !strcmp(c->errstr, strerror(EAGAIN)))
-        snprintf(what, sizeof what, "no reply within timeout_ms=%lld", (long long)r->timeout_ms);
+        snprintf(what, sizeof what, "no reply within timeout_ms=%lld (or what was left of the call's "
+                 "connect_timeout_ms + timeout_ms)", (long long)r->timeout_ms);
     else
         snprintf(what, sizeof what, "%s", c->errstr[0] ? c->errstr : "connection lost");
     snprintf(why, whylen, "%.100s:%d: %.100s (the call was sent: it may have taken effect)", n->host, n->port, what);
@@ -407,10 +468,10 @@ static void build(redis_store *r, const rpolicy *rp, const void *key, size_t key
     k->argc = n;
 }
 
-static int load_script(redisContext *c, char *why, size_t whylen) {
+static int load_script(const redis_store *r, redisContext *c, int64_t deadline_ms, char *why, size_t whylen) {
     const char *argv[] = {"SCRIPT", "LOAD", sluice__redis_decide_lua};
     size_t lens[] = {6, 4, strlen(sluice__redis_decide_lua)};
-    redisReply *reply = run(c, 3, argv, lens, why, whylen);
+    redisReply *reply = run(r, c, deadline_ms, 3, argv, lens, why, whylen);
     if (!reply) return -1;
     int ok = reply->type == REDIS_REPLY_STRING;
     if (!ok) snprintf(why, whylen, "SCRIPT LOAD: %s", reply->type == REDIS_REPLY_ERROR ? reply->str : "unexpected reply");
@@ -466,26 +527,29 @@ static int not_run(const redisReply *reply) {
 /* Sends one call, following NOSCRIPT (load, again), MOVED (learn, again)
  * and ASK (ASKING there, once), TRYAGAIN (within the timeout): replies that
  * prove the server did not run it. A call that may have run (the
- * connection broke after sending) is never sent again. The reply, or NULL
- * with why. */
-static redisReply *send_call(redis_store *r, call *k, char *why, size_t whylen) {
+ * connection broke after sending) is never sent again. The reply by
+ * deadline_ms, or NULL with why. */
+static redisReply *send_call(redis_store *r, call *k, int64_t deadline_ms, char *why, size_t whylen) {
     int ask = -1;
     int64_t start = real_ms(), pause = 1;
+    node *held_node = NULL;
+    redisContext *held = NULL; /* after NOSCRIPT: the same connection again */
     for (int attempt = 0; attempt < 5; attempt++) {
-        node *n = ask >= 0 ? r->nodes[ask] : node_for(r, k->slot);
-        redisContext *c = take(r, n, why, whylen);
+        node *n = held ? held_node : ask >= 0 ? r->nodes[ask] : node_for(r, k->slot);
+        redisContext *c = held ? held : take(r, n, deadline_ms, why, whylen);
+        held = NULL;
         if (!c) {
-            if (r->cluster && refresh_slots(r, why, whylen) == 0 && attempt < 2) continue;
+            if (r->cluster && refresh_slots(r, deadline_ms, why, whylen) == 0 && attempt < 2) continue;
             return NULL;
         }
         if (ask >= 0) {
             const char *argv[] = {"ASKING"};
             size_t lens[] = {6};
-            redisReply *ok = run(c, 1, argv, lens, why, whylen);
+            redisReply *ok = run(r, c, deadline_ms, 1, argv, lens, why, whylen);
             if (ok) freeReplyObject(ok);
             ask = -1;
         }
-        redisReply *reply = run(c, k->argc, k->argv, k->lens, why, whylen);
+        redisReply *reply = run(r, c, deadline_ms, k->argc, k->argv, k->lens, why, whylen);
         if (!reply) {
             /* sent, maybe run: sending it again could charge it twice, so
              * this call fails; a cluster learns its slots for the next */
@@ -493,19 +557,22 @@ static redisReply *send_call(redis_store *r, call *k, char *why, size_t whylen) 
             give(n, c, 1);
             if (r->cluster) {
                 char ignored[256];
-                refresh_slots(r, ignored, sizeof ignored);
+                refresh_slots(r, deadline_ms, ignored, sizeof ignored);
             }
             return NULL;
         }
         if (reply->type == REDIS_REPLY_ERROR && !strncmp(reply->str, "NOSCRIPT", 8)) {
             freeReplyObject(reply);
-            int rc = load_script(c, why, whylen);
-            give(n, c, rc < 0);
-            if (rc) return NULL;
+            int rc = load_script(r, c, deadline_ms, why, whylen);
+            if (rc) {
+                give(n, c, rc < 0);
+                return NULL;
+            }
+            held = c, held_node = n;
             continue;
         }
         if (reply->type == REDIS_REPLY_ERROR && !strncmp(reply->str, "TRYAGAIN", 8) &&
-            real_ms() + pause - start < r->timeout_ms) {
+            real_ms() + pause - start < r->timeout_ms && real_ms() + pause < deadline_ms) {
             /* a decision of several names while its slot migrates, not all
              * on one node yet: the migration ends soon (bounded by the
              * command timeout) */
@@ -578,9 +645,10 @@ static int redis_acquire_at(sluice_store *s, const sluice_policy *p, const void 
     redis_store *r = (redis_store *)s;
     call k;
     char why[256];
+    int64_t deadline_ms = deadline_of(r);
     int rc = prepare(r, p, key, key_len, cost, now_ms, &k);
     if (rc) return rc;
-    redisReply *reply = send_call(r, &k, why, sizeof why);
+    redisReply *reply = send_call(r, &k, deadline_ms, why, sizeof why);
     if (!reply) return failed(r, why, d);
     rc = read_decision(r, &k, reply, d, why, sizeof why);
     freeReplyObject(reply);
@@ -595,6 +663,7 @@ static int redis_acquire_at(sluice_store *s, const sluice_policy *p, const void 
 static void redis_acquire_many(sluice_store *s, const sluice_request *reqs, size_t n, int64_t now_ms,
                                sluice_decision *out, int *results) {
     redis_store *r = (redis_store *)s;
+    int64_t deadline_ms = deadline_of(r);
     call *calls = malloc(n * sizeof *calls);
     unsigned char *pending = calloc(n, 1);
     node **dest = malloc((n ? n : 1) * sizeof *dest); /* each call's node: see below */
@@ -623,11 +692,11 @@ static void redis_acquire_many(sluice_store *s, const sluice_request *reqs, size
         size_t sent = 0;
         for (size_t i = 0; i < n; i++) sent += pending[i] && dest[i] == nd;
         if (!sent) continue;
-        redisContext *c = take(r, nd, why, sizeof why);
+        redisContext *c = take(r, nd, deadline_ms, why, sizeof why);
         if (!c) continue; /* one by one below, where the failure is handled */
         for (size_t i = 0; i < n; i++)
             if (pending[i] && dest[i] == nd) redisAppendCommandArgv(c, calls[i].argc, calls[i].argv, calls[i].lens);
-        int broken = 0;
+        int broken = 0, shortened = shorten_timeout(r, c, deadline_ms);
         for (size_t i = 0; i < n; i++) {
             if (!pending[i] || dest[i] != nd) continue;
             void *v = NULL;
@@ -649,11 +718,12 @@ static void redis_acquire_many(sluice_store *s, const sluice_request *reqs, size
             }
             freeReplyObject(reply);
         }
+        if (shortened && !broken) restore_timeout(r, c);
         give(nd, c, broken);
     }
     for (size_t i = 0; i < n; i++) {
         if (!pending[i]) continue;
-        redisReply *reply = send_call(r, &calls[i], why, sizeof why);
+        redisReply *reply = send_call(r, &calls[i], deadline_ms, why, sizeof why);
         if (!reply) {
             results[i] = failed(r, why, &out[i]);
             continue;
@@ -670,36 +740,90 @@ static void redis_acquire_many(sluice_store *s, const sluice_request *reqs, size
 
 /* ---- the store ---- */
 
+/* The nodes a decision may need, marked in needed[]: a cluster's that
+ * serve slots now, each once (not the seeds under another name, nor nodes
+ * that left); else the one server. The count of nodes to look through. */
+static int needed_nodes(redis_store *r, uint8_t needed[NODES_MAX]) {
+    memset(needed, 0, NODES_MAX);
+    if (!r->cluster) {
+        needed[0] = 1;
+        return 1;
+    }
+    for (int slot = 0; slot < 16384; slot++)
+        needed[atomic_load_explicit(&r->slots[slot], memory_order_acquire)] = 1;
+    return atomic_load(&r->n_nodes);
+}
+
+/* A command of one word outside any decision (DBSIZE, PING) on node n by
+ * deadline_ms: its reply, or NULL with why, which names n. */
+static redisReply *ask(redis_store *r, node *n, const char *cmd, int64_t deadline_ms, char *why, size_t whylen) {
+    redisContext *c = take(r, n, deadline_ms, why, whylen);
+    if (!c) return NULL;
+    const char *argv[] = {cmd};
+    size_t lens[] = {strlen(cmd)};
+    char what[160];
+    redisReply *reply = run(r, c, deadline_ms, 1, argv, lens, what, sizeof what);
+    if (!reply && c->err == REDIS_ERR_IO && !strcmp(c->errstr, strerror(EAGAIN)))
+        snprintf(what, sizeof what, "no reply within timeout_ms=%lld", (long long)r->timeout_ms);
+    else if (reply && reply->type == REDIS_REPLY_ERROR)
+        snprintf(what, sizeof what, "%.150s", reply->str);
+    give(n, c, reply == NULL);
+    if (reply && reply->type == REDIS_REPLY_ERROR) {
+        freeReplyObject(reply);
+        reply = NULL;
+    }
+    if (!reply) snprintf(why, whylen, "%.100s:%d: %s: %s", n->host, n->port, cmd, what);
+    return reply;
+}
+
+/* keys: DBSIZE of every node needed; -1 when one does not answer, with
+ * the store's message saying which and why (store.c: SLUICE_ESTORE). */
 static void redis_stats(sluice_store *s, sluice_stats *out) {
     redis_store *r = (redis_store *)s;
+    int64_t deadline_ms = deadline_of(r);
     out->capacity = -1; /* bounded by the server's maxmemory, and by expiry */
-    out->keys = 0;
-    int count_nodes = r->cluster ? atomic_load(&r->n_nodes) : 1;
-    /* a cluster: the nodes that serve slots now, each once (not the seeds
-     * under another name, nor nodes that left) */
-    uint8_t serves[NODES_MAX] = {!r->cluster}; /* one server: node 0 */
-    if (r->cluster)
-        for (int slot = 0; slot < 16384; slot++)
-            serves[atomic_load_explicit(&r->slots[slot], memory_order_acquire)] = 1;
-    for (int i = 0; i < count_nodes; i++) {
-        if (!serves[i]) continue;
-        char why[256];
-        redisContext *c = take(r, r->nodes[i], why, sizeof why);
-        if (!c) {
-            out->keys = -1;
-            break;
-        }
-        const char *argv[] = {"DBSIZE"};
-        size_t lens[] = {6};
-        redisReply *reply = run(c, 1, argv, lens, why, sizeof why);
-        if (reply && reply->type == REDIS_REPLY_INTEGER && out->keys >= 0) out->keys += reply->integer;
-        if (reply) freeReplyObject(reply);
-        give(r->nodes[i], c, reply == NULL);
-    }
     out->allowed = atomic_load(&r->allowed);
     out->denied = atomic_load(&r->denied);
     out->failures = atomic_load(&r->failures);
     out->reconnects = atomic_load(&r->reconnects);
+    out->keys = 0;
+    uint8_t needed[NODES_MAX];
+    int count_nodes = needed_nodes(r, needed);
+    for (int i = 0; i < count_nodes && out->keys >= 0; i++) {
+        if (!needed[i]) continue;
+        char why[320];
+        redisReply *reply = ask(r, r->nodes[i], "DBSIZE", deadline_ms, why, sizeof why);
+        if (reply && reply->type == REDIS_REPLY_INTEGER) {
+            out->keys += reply->integer;
+        } else {
+            if (reply) snprintf(why, sizeof why, "%.100s:%d: DBSIZE: unexpected reply", r->nodes[i]->host, r->nodes[i]->port);
+            sluice__store_errf(&r->head, "redis: cannot count the keys: %s", why);
+            out->keys = -1;
+        }
+        if (reply) freeReplyObject(reply);
+    }
+}
+
+/* verify=1: every node needed answers PING, each within its own
+ * connect_timeout_ms + timeout_ms; 0, or SLUICE_ESTORE with err naming
+ * the first that does not. */
+static int verify_nodes(redis_store *r, char *err, size_t errlen) {
+    uint8_t needed[NODES_MAX];
+    int count_nodes = needed_nodes(r, needed);
+    for (int i = 0; i < count_nodes; i++) {
+        if (!needed[i]) continue;
+        char why[320];
+        redisReply *reply = ask(r, r->nodes[i], "PING", deadline_of(r), why, sizeof why);
+        int ok = reply && reply->type == REDIS_REPLY_STATUS && !strcmp(reply->str, "PONG");
+        if (reply && !ok) snprintf(why, sizeof why, "%.100s:%d: PING: unexpected reply", r->nodes[i]->host, r->nodes[i]->port);
+        if (reply) freeReplyObject(reply);
+        if (!ok) {
+            sluice__errf(err, errlen, "%s: verify=1: the server does not answer: %s",
+                         r->cluster ? "redis-cluster" : "redis", why);
+            return SLUICE_ESTORE;
+        }
+    }
+    return 0;
 }
 
 static void redis_close(sluice_store *s) {
@@ -813,6 +937,9 @@ static int open_common(const sluice__url *url, const sluice__store_config *cfg, 
         if (sluice__url_is(url, i, "pool")) {
             rc = sluice__url_int(url, i, 1, POOL_MAX, &v, err, errlen);
             r->pool = (int)v;
+        } else if (sluice__url_is(url, i, "verify")) {
+            rc = sluice__url_int(url, i, 0, 1, &v, err, errlen);
+            r->verify = (int)v;
         } else if (sluice__url_is(url, i, "ttl_grace_ms")) {
             rc = sluice__url_int(url, i, 0, INT64_C(1) << 40, &v, err, errlen);
             r->ttl_grace_ms = v;
@@ -830,7 +957,7 @@ static int open_common(const sluice__url *url, const sluice__store_config *cfg, 
             }
         } else {
             sluice__errf(err, errlen, "store URL parameter \"%.*s\" is unknown (%s:// takes timeout_ms, "
-                         "connect_timeout_ms, on_error, clock, prefix, pool, ttl_grace_ms)",
+                         "connect_timeout_ms, on_error, clock, prefix, pool, ttl_grace_ms, verify)",
                          (int)url->params[i].key_len, url->params[i].key, url->scheme);
             rc = SLUICE_EINVAL;
         }
@@ -839,12 +966,13 @@ static int open_common(const sluice__url *url, const sluice__store_config *cfg, 
     if (r->ttl_grace_ms < 0) r->ttl_grace_ms = r->client_clock ? 60000 : 0;
     if (cluster) {
         char why[256];
-        if (refresh_slots(r, why, sizeof why) != 0) {
+        if (refresh_slots(r, NO_DEADLINE, why, sizeof why) != 0) {
             sluice__errf(err, errlen, "redis-cluster: no seed node answered CLUSTER SLOTS (%s)", why);
             rc = SLUICE_ESTORE;
             goto fail;
         }
     }
+    if (r->verify && (rc = verify_nodes(r, err, errlen)) != 0) goto fail;
     *out = &r->head;
     return 0;
 fail:
