@@ -321,24 +321,50 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  * parameters are SLUICE_EINVAL, with a message naming them.
  *   memory:   max_keys=N, on_full=evict|refuse
  *   shm:      max_keys=N (default 100,000), key_bytes=N (longest key,
- *             default 128), state_bytes=N (state per key, default 256):
- *             fixed when the file is made (a later open that asks for
- *             other values is SLUICE_EINVAL; one that names none takes the
- *             file's); on_full=evict|refuse: each open's own, for the new
- *             keys it adds. The file is created 0600 and refused when it
- *             belongs to another user, is open to others, or is not an
- *             intact sluice file (an empty file, or one whose set-up was
- *             cut short before its header was complete, is set up anew). A
- *             key lives in one of two 16-slot buckets (max_keys <= 64: one
+ *             default 128), state_bytes=N (state per key kept in its
+ *             slot, default 256), overflow_bytes=N (beside the slots, for
+ *             states larger than state_bytes, such as sliding logs;
+ *             default 64 MiB, 0 none, at most 2^40): fixed when the file
+ *             is made (a later open that asks for other values is
+ *             SLUICE_EINVAL; one that names none takes the file's);
+ *             on_full=evict|refuse: each open's own, for the new keys it
+ *             adds. A policy whose state per key is larger than any block
+ *             the overflow area holds is SLUICE_EINVAL, with the
+ *             overflow_bytes that would hold it; a full overflow area is a
+ *             full store (on_full). The file is opened without following
+ *             a symbolic link, created 0600, and refused before anything
+ *             is read or locked when it belongs to another user, is open
+ *             to others, or is not a regular file; then refused unless it
+ *             is an intact sluice store of this layout (only an empty
+ *             file, or one whose set-up sluice itself began and did not
+ *             finish, is set up anew: a file that is not a store is left
+ *             as it is), or would be larger than its whole filesystem.
+ *             One process at a time sets a file up or checks it; an open
+ *             waits at most 2 s for that (then SLUICE_ETIMEDOUT). A key
+ *             lives in one of two 16-slot buckets (max_keys <= 64: one
  *             bucket of max_keys slots); "full" is those two.
  *             Decisions on a key are lock-free: a process stopped or
  *             killed in the middle of one blocks no other (the next to
  *             meet its update finishes it); adding a key locks its two
  *             buckets, and a dead owner's lock is taken over. The file
  *             takes about 80 + key_bytes + 4 * state_bytes bytes per key
- *             of capacity (sparse: its pages are used as keys arrive).
- *             A policy of one part, a bucket, a fixed window or a sliding
- *             window of limit below 65536, admits with one 16-byte
+ *             of capacity, plus overflow_bytes, sparse: the pages every
+ *             lookup reads (4 bytes a key of capacity, 80 KB of counters)
+ *             are the filesystem's at once, a bucket's slots when its
+ *             first key comes, an overflow block when a key takes it; a
+ *             filesystem that has no pages left makes the new key
+ *             SLUICE_ENOMEM (never a SIGBUS). Nothing in the file is
+ *             trusted: a key whose state the file shows damaged (words
+ *             that contradict each other or its policy) is SLUICE_ESTORE,
+ *             naming the key, and never decided on; a damaged header is
+ *             refused at open. Truncating the file while processes use it
+ *             is not survivable: the kernel sends SIGBUS to a process that
+ *             touches a page past the new end, which a library cannot
+ *             catch for its caller. sluice itself never shrinks a file
+ *             that may be in use; to start over, remove the file (those
+ *             that have it open keep using the old one until they close
+ *             it). A policy of one part, a bucket, a fixed window or a
+ *             sliding window of limit below 65536, admits with one 16-byte
  *             compare-and-swap, about as fast as memory:; any other takes
  *             about five (make bench: bench_shm).
  *   redis:    timeout_ms=N (per command, default 100), connect_timeout_ms=N
@@ -442,11 +468,10 @@ typedef struct sluice_stats {
                           unknown (sluice_store_stats: SLUICE_ESTORE)    */
     int64_t capacity;  /* keys it can hold: max_keys (shm: rounded up to
                           whole buckets); -1 for Redis (its maxmemory)   */
-    int64_t allowed;   /* decisions that admitted (shm: admissions that
-                          took effect; one that an eviction overtook, or
-                          whose process died before installing it, not;
-                          nor, rarely, those of a key whose dropping a
-                          killed process left half counted)              */
+    int64_t allowed;   /* decisions that admitted (shm: every process's;
+                          one whose process was killed in the middle of
+                          it, not, whether it took effect or not; the
+                          same for the counts below)                      */
     int64_t denied;    /* decisions that denied                            */
     int64_t forgotten; /* fresh keys dropped, losslessly                   */
     int64_t evicted;   /* keys that were not fresh, evicted by force       */
@@ -457,8 +482,10 @@ typedef struct sluice_stats {
 
 /* Opens the store named by url. Errors: SLUICE_EINVAL (bad URL or option, a
  * shm file that cannot be used), SLUICE_ENOMEM (also a shm file that cannot
- * be mapped), SLUICE_ESTORE (no Redis Cluster seed answered; with verify=1,
- * a Redis server that did not answer). *out is NULL on failure. */
+ * be mapped, or whose filesystem is full), SLUICE_ETIMEDOUT (a shm file
+ * another process kept locked for its set-up), SLUICE_ESTORE (no Redis
+ * Cluster seed answered; with verify=1, a Redis server that did not
+ * answer). *out is NULL on failure. */
 SLUICE_EXTERN int sluice_store_open(const char *url, const sluice_store_options *opts,
                                     sluice_store **out);
 /* The same, with a message saying what was wrong in err (NUL-terminated,
@@ -471,8 +498,9 @@ SLUICE_EXTERN int sluice_store_open_err(const char *url, const sluice_store_opti
  * the store's own limit, a reading outside the accepted range, a policy this
  * store cannot hold: see the parameters above), SLUICE_EFULL (a new key, a
  * full store and on_full=refuse; or more than 4096 policies in one store),
- * SLUICE_ESTORE (a Redis failure with on_error=error; shm: an internal
- * error that should never happen, named in the message), SLUICE_ENOMEM.
+ * SLUICE_ESTORE (a Redis failure with on_error=error; shm: a key whose
+ * state the file shows damaged, named in the message), SLUICE_ENOMEM (also:
+ * shm's filesystem has no pages for a new key).
  * Errors and denials change no state, with one exception no remote store
  * can avoid: a Redis call that was sent but got no reply (a timeout, a
  * connection lost) may still have run on the server; the message says so,

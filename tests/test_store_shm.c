@@ -2519,10 +2519,12 @@ TEST(stats_reads_counters_not_slots) {
         sluice_stats st;
         if (!c || sluice_store_stats(c, &st) != 0) _exit(2);
         int64_t grew = rss_bytes() - before;
-        if (grew > (16 << 20) || st.keys != 1 || st.allowed != 1)
+        /* the heads are 4 MB (more under a sanitizer's shadow); every
+         * slot was 1.2 GB */
+        if (grew > (64 << 20) || st.keys != 1 || st.allowed != 1)
             fprintf(stderr, "stats made %lld bytes resident; keys %lld allowed %lld\n", (long long)grew,
                     (long long)st.keys, (long long)st.allowed);
-        _exit(grew <= (16 << 20) && st.keys == 1 && st.allowed == 1 ? 0 : 1);
+        _exit(grew <= (64 << 20) && st.keys == 1 && st.allowed == 1 ? 0 : 1);
     }
     int status = 0;
     waitpid(pid, &status, 0);
