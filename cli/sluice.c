@@ -52,7 +52,7 @@ static const command commands[] = {
     {"run", "acquire for KEY (waiting with --wait), then run a command", cmd_run},
     {"pipe", "copy standard input to standard output at a policy's rate", cmd_pipe},
     {"stats", "print a store's keys, capacity and counters", cmd_stats},
-    {"version", "print the version", cmd_version},
+    {"version", "print the version (also --version, -V)", cmd_version},
     {"help", "show this help (also --help, -h)", cmd_help},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
@@ -1625,6 +1625,7 @@ int main(int argc, char **argv) {
     }
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) name = "help";
+    if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) name = "version";
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (strcmp(name, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "sluice: unknown command '%s'\n\n", argv[1]);

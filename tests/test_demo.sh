@@ -94,5 +94,18 @@ rc=$?
 rc=$?
 [[ $rc -eq 0 ]] || fail "sluice version exited $rc, want 0"
 grep -Eq '^sluice [0-9]+\.[0-9]+\.[0-9]+$' "$tmp/out" || fail "sluice version printed '$(cat "$tmp/out")'"
+cp "$tmp/out" "$tmp/version"
+
+# --version and -V are the version command
+for flag in --version -V; do
+    "$SLUICE_BIN" "$flag" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [[ $rc -eq 0 ]] || fail "sluice $flag exited $rc, want 0: $(cat "$tmp/err")"
+    cmp -s "$tmp/version" "$tmp/out" || fail "sluice $flag printed '$(cat "$tmp/out")', not what version prints"
+    [[ -s "$tmp/err" ]] && fail "sluice $flag wrote to stderr: $(cat "$tmp/err")"
+    "$SLUICE_BIN" "$flag" extra >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [[ $rc -eq 2 ]] || fail "sluice $flag extra exited $rc, want 2"
+done
 
 cli_test_end
