@@ -16,6 +16,7 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,21 @@ static const command commands[] = {
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
+/* SIGPIPE is ignored (main), so that a closed standard output is a write
+ * error each command reports with its documented status, not a death by
+ * signal (status 141); run gives the command it starts the disposition
+ * sluice was started with. */
+static struct sigaction sigpipe_inherited;
+
+/* Flushes stdout; 0, or 1 with a message when writing failed. */
+static int finish_stdout(const char *cmd) {
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "sluice %s: writing standard output: %s\n", cmd, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
 static void usage(FILE *out) {
     fprintf(out, "usage: sluice <command> [arguments]\n\n"
                  "sluice: exact rate limiting (library %s)\n\ncommands:\n",
@@ -83,14 +99,14 @@ static int cmd_help(int argc, char **argv) {
     (void)argc;
     (void)argv;
     usage(stdout);
-    return 0;
+    return finish_stdout("help");
 }
 
 static int cmd_version(int argc, char **argv) {
     int rc = no_arguments(argc, argv, "Prints the version of sluice.");
     if (rc) return rc < 0 ? 0 : rc;
     printf("sluice %s\n", sluice_version());
-    return 0;
+    return finish_stdout("version");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -366,6 +382,7 @@ static int cmd_demo(int argc, char **argv) {
     if (!demo_failed) demo_fixed_window();
     if (!demo_failed) demo_per_key();
     if (!demo_failed) demo_threads();
+    if (finish_stdout("demo")) return 1;
     return demo_failed ? 1 : 0;
 }
 
@@ -412,7 +429,8 @@ static const char simulate_help[] =
     "admit) or a store error (e.g. a full store that refuses a new key),\n"
     "reported on stderr as\n"
     "'sluice simulate: line N: WHAT' once the lines before it are printed (the\n"
-    "run stops there: nothing is skipped); 1 when reading or writing fails.\n"
+    "run stops there: nothing is skipped); 1 when reading or writing fails (no\n"
+    "message when the reader of standard output has gone, as after | head).\n"
     "\n"
     "example:\n"
     "  $ printf '0 alice\\n0 alice\\n0 alice  # a third at once\\n500 alice\\n500 bob 2\\n' |\n"
@@ -598,6 +616,7 @@ static int cmd_simulate(int argc, char **argv) {
     size_t cap = 0;
     ssize_t len;
     int64_t line_no = 0, n_req = 0, n_allowed = 0, last_t = 0, last_line = 0;
+    int write_errno = 0;
     status = 0;
     while ((len = getline(&line, &cap, stdin)) >= 0) {
         size_t n = (size_t)len;
@@ -674,7 +693,10 @@ static int cmd_simulate(int argc, char **argv) {
         printf(" cost=%" PRId64 " allowed=%d remaining=%" PRId64 " retry_after_ms=%" PRId64
                " reset_ms=%" PRId64 " delay_ms=%" PRId64 "\n",
                cost, d.allowed ? 1 : 0, d.remaining, d.retry_after_ms, d.reset_ms, d.delay_ms);
-        if (ferror(stdout)) break; /* reported below */
+        if (ferror(stdout)) { /* reported below */
+            write_errno = errno;
+            break;
+        }
     }
     if (status == 0 && ferror(stdin)) {
         fprintf(stderr, "sluice simulate: reading standard input (line %" PRId64 "): %s\n", line_no + 1,
@@ -682,8 +704,11 @@ static int cmd_simulate(int argc, char **argv) {
         status = 1;
     }
     free(line);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "sluice simulate: writing standard output: %s\n", strerror(errno));
+    if (fflush(stdout) != 0) write_errno = errno;
+    if (write_errno || ferror(stdout)) {
+        /* none when the reader has gone (EPIPE), as for pipe */
+        if (write_errno != EPIPE)
+            fprintf(stderr, "sluice simulate: writing standard output: %s\n", strerror(write_errno ? write_errno : EIO));
         if (status == 0) status = 1;
     }
     if (status == 0) {
@@ -1169,15 +1194,6 @@ static void print_decision_json(const sluice_decision *d) {
            d->enforced ? "true" : "false", (int)d->part);
 }
 
-/* Flushes stdout; 0, or 1 with a message when writing failed. */
-static int finish_stdout(const char *cmd) {
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "sluice %s: writing standard output: %s\n", cmd, strerror(errno));
-        return 1;
-    }
-    return 0;
-}
-
 static int cmd_check(int argc, char **argv) {
     cli_args a;
     cli_session s;
@@ -1328,6 +1344,7 @@ static int cmd_run(int argc, char **argv) {
     if (s.trace) fprintf(s.trace, "t=%" PRId64 "\n", sluice_clock_now_ms(s.clock));
     cli_close(&s);
     fflush(stdout);
+    sigaction(SIGPIPE, &sigpipe_inherited, NULL);
     execvp(a.command[0], a.command);
     int e = errno;
     fprintf(stderr, "sluice run: %s: %s\n", a.command[0], strerror(e));
@@ -1362,8 +1379,9 @@ static const char pipe_help[] =
     "  -h, --help       this help\n"
     "\n"
     "exit status: 0 at the end of the input; 1 reading, writing or the store\n"
-    "failed (what was admitted is written first); 2 a bad argument, SPEC or\n"
-    "store URL, or a store that cannot be opened (nothing is read).\n"
+    "failed (what was admitted is written first; a reader that went away, as\n"
+    "after | head, ends it with no message); 2 a bad argument, SPEC or store\n"
+    "URL, or a store that cannot be opened (nothing is read).\n"
     "\n"
     "example:\n"
     "  $ tail -f app.log | grep ERROR | sluice pipe --policy 'token-bucket capacity=10 rate=1/m' | mail-each\n";
@@ -1425,10 +1443,11 @@ typedef struct {
     size_t written, released, filled;
 } pipe_state;
 
-/* Writes what is admitted. 0, or 1 with a message. */
+/* Writes what is admitted. 0, or 1 with a message (none when the reader has
+ * gone, EPIPE: that is how `| head` ends a pipeline). */
 static int pipe_flush(pipe_state *ps) {
     if (ps->released > ps->written && write_all(1, ps->buf + ps->written, ps->released - ps->written) != 0) {
-        fprintf(stderr, "sluice pipe: writing standard output: %s\n", strerror(errno));
+        if (errno != EPIPE) fprintf(stderr, "sluice pipe: writing standard output: %s\n", strerror(errno));
         ps->written = ps->released; /* lost: never written (or reported) again */
         return 1;
     }
@@ -1619,6 +1638,11 @@ static int cmd_stats(int argc, char **argv) {
 /* ------------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
+    struct sigaction ignore;
+    memset(&ignore, 0, sizeof ignore);
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, &sigpipe_inherited);
     if (argc < 2) {
         usage(stderr);
         return 2;

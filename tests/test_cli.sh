@@ -455,6 +455,63 @@ pipe_bad "pipe, bad --trace-file" "--trace-file $tmp/no/such/trace" --policy "$T
     --trace-file "$tmp/no/such/trace"
 [[ -e "$tmp/bad.shm" ]] && fail "pipe's bad arguments created the store file"
 
+# ---- a closed standard output: the documented status, not SIGPIPE (141) -----
+# closed_out ARGS...: runs sluice ARGS with $tmp/in on stdin and a stdout
+# whose reader has gone (a pipe with its read end closed: every write fails
+# with EPIPE, deterministically); sets rc (128+N for a signal N), $tmp/err.
+closed_out() {
+    rc=$(python3 -c '
+import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)
+with open(sys.argv[1], "w") as err:
+    p = subprocess.run(sys.argv[2:], stdout=w, stderr=err)  # SIGPIPE as the shell leaves it
+print(p.returncode if p.returncode >= 0 else 128 - p.returncode)' "$tmp/err" "$SLUICE_BIN" "$@" <"$tmp/in")
+}
+if python3 -c 'import subprocess' >/dev/null 2>&1; then
+    C="shm:$tmp/closed.shm"
+    : >"$tmp/in"
+    # check: exit 2 (writing the decision failed), and the request counted
+    closed_out check k --policy "$O" --store "$C" --manual-clock 0
+    [[ $rc -eq 2 ]] || fail "check into a closed pipe: exit $rc, want 2"
+    grep -q 'sluice check: writing standard output: Broken pipe' "$tmp/err" ||
+        fail "check into a closed pipe: stderr: $(cat "$tmp/err")"
+    sl check k --policy "$O" --store "$C" --manual-clock 0
+    want "check into a closed pipe counted the request" 1 "denied retry_after_ms=60000 remaining=0 reset_ms=60000"
+    closed_out check k --policy "$O" --store "$C" --manual-clock 0 --json
+    [[ $rc -eq 2 ]] || fail "check --json into a closed pipe: exit $rc, want 2"
+    # stats: 1 (writing failed)
+    closed_out stats --store "$C"
+    [[ $rc -eq 1 ]] || fail "stats into a closed pipe: exit $rc, want 1"
+    # pipe: 1, quietly (the reader went away, as with | head)
+    seq 100000 >"$tmp/in"
+    closed_out pipe --policy "$TB" --store "$C" --manual-clock 0
+    [[ $rc -eq 1 ]] || fail "pipe into a closed pipe: exit $rc, want 1"
+    [[ -s "$tmp/err" ]] && fail "pipe into a closed pipe wrote to stderr: $(cat "$tmp/err")"
+    # simulate: 1, quietly
+    awk '{ print $1, "k" }' "$tmp/in" >"$tmp/trace.in" && mv "$tmp/trace.in" "$tmp/in"
+    closed_out simulate 'fixed-window limit=5 window=1s'
+    [[ $rc -eq 1 ]] || fail "simulate into a closed pipe: exit $rc, want 1"
+    [[ -s "$tmp/err" ]] && fail "simulate into a closed pipe wrote to stderr: $(cat "$tmp/err")"
+    # demo, version, help: 1
+    : >"$tmp/in"
+    for cmd in demo version help; do
+        closed_out "$cmd"
+        [[ $rc -eq 1 ]] || fail "$cmd into a closed pipe: exit $rc, want 1"
+    done
+    # run restores SIGPIPE for the command it runs: a command that writes
+    # into the closed pipe dies of it as it would without sluice
+    # (one that ignored it would see echo fail: exit 7)
+    closed_out run r --policy "$W" --store "$C" -- sh -c 'for i in 1 2 3; do echo y || exit 7; done'
+    [[ $rc -eq 141 ]] || fail "run: the command's SIGPIPE: exit $rc, want 141"
+fi
+# The pipeline of the man page: head takes one line and leaves.
+seq 100000 | "$SLUICE_BIN" pipe --policy 'token-bucket capacity=1000000 rate=1000000/s' \
+    --store "shm:$tmp/head.shm" 2>"$tmp/err" | head -1 >"$tmp/out"
+statuses=("${PIPESTATUS[@]}")
+[[ ${statuses[1]} -eq 1 ]] || fail "seq | sluice pipe | head -1: sluice exited ${statuses[1]}, want 1"
+[[ "$(cat "$tmp/out")" == 1 ]] || fail "seq | sluice pipe | head -1 printed '$(cat "$tmp/out")'"
+
 # ---- the man page and the demonstration ------------------------------------------
 man1=$src/docs/sluice.1
 if [[ ! -f $man1 ]]; then
