@@ -168,9 +168,14 @@ bad "check, no arguments" 'missing --policy' check
 bad "check, no KEY" 'missing KEY' check --policy "$P" --store "$B"
 bad "check, no SPEC" 'missing --policy' check k --store "$B"
 bad "check, bad SPEC" 'bad --policy SPEC: .*limit' check k --policy 'fixed-window limit=0 window=1m' --store "$B"
-bad "check, unknown parameter" 'bad --policy SPEC' check k --policy 'fixed-window limt=2 window=1m' --store "$B"
+bad "check, unknown parameter" 'bad --policy SPEC: at 13: unknown parameter "limt": did you mean "limit"\?' \
+    check k --policy 'fixed-window limt=2 window=1m' --store "$B"
 grep -q '\^' "$tmp/err" || fail "check, unknown parameter: no caret under the position: $(cat "$tmp/err")"
 bad "check, unknown algorithm" 'bad --policy SPEC' check k --policy 'no-such-bucket limit=2' --store "$B"
+bad "check, misspelt algorithm" 'unknown algorithm "fixd-window": did you mean "fixed-window"\?' \
+    check k --policy 'fixd-window limit=2 window=1m' --store "$B"
+bad "check, a fractional window" 'window "1.5s": durations are integers; write 1500ms' \
+    check k --policy 'fixed-window limit=2 window=1.5s' --store "$B"
 bad "check, cost 0" "--cost '0' is not a positive integer" check k --policy "$P" --store "$B" --cost 0
 bad "check, cost abc" "--cost 'abc'" check k --policy "$P" --store "$B" --cost abc
 bad "check, cost above the limit" '--cost 3 is above 2' check k --policy "$P" --store "$B" --cost 3
