@@ -73,6 +73,60 @@ static int finish_stdout(const char *cmd) {
     return 0;
 }
 
+/* ---- store URLs: what the commands say about a store they cannot open ---- */
+
+#define CLI_URL_MAX 4096
+
+/* The path of a shm: URL (up to its '?') in buf; 0, or -1 when url is not
+ * shm: or the path does not fit. */
+static int shm_path(const char *url, char *buf, size_t len) {
+    size_t n = strncmp(url, "shm:", 4) == 0 ? strcspn(url + 4, "?") : 0;
+    if (n == 0 || n >= len) return -1;
+    memcpy(buf, url + 4, n);
+    buf[n] = 0;
+    return 0;
+}
+
+/* For a shm: URL whose file would be in a directory that is not there: 2,
+ * with the message saying so (the library's open would only say "No such
+ * file or directory" of the file); else 0. */
+static int shm_dir_missing(const char *cmd, const char *url) {
+    char path[CLI_URL_MAX];
+    struct stat st;
+    if (shm_path(url, path, sizeof path) != 0) return 0;
+    char *slash = strrchr(path, '/');
+    if (!slash) return 0;           /* the current directory */
+    if (slash == path) slash[1] = 0; /* "/" */
+    else *slash = 0;
+    if (stat(path, &st) != 0) {
+        if (errno != ENOENT && errno != ENOTDIR) return 0; /* e.g. no permission: the open says it */
+        fprintf(stderr, "sluice %s: store %s: directory %s does not exist\n", cmd, url, path);
+    } else if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "sluice %s: store %s: %s is not a directory\n", cmd, url, path);
+    } else {
+        return 0;
+    }
+    return 2;
+}
+
+/* A store that could not be opened, on stderr: the library's message msg
+ * (or rc's name), after "store URL: " unless msg already names the store
+ * (its URL up to '?', or a shm: path), so that nothing is said twice. */
+static void print_store_error(const char *cmd, const char *url, const char *msg, int rc) {
+    char base[CLI_URL_MAX];
+    size_t n = strcspn(url, "?");
+    if (!*msg) msg = sluice_strerror(rc);
+    if (n < sizeof base) {
+        memcpy(base, url, n);
+        base[n] = 0;
+        if (strstr(msg, base) || (shm_path(url, base, sizeof base) == 0 && strstr(msg, base))) {
+            fprintf(stderr, "sluice %s: %s\n", cmd, msg);
+            return;
+        }
+    }
+    fprintf(stderr, "sluice %s: store %s: %s\n", cmd, url, msg);
+}
+
 static void usage(FILE *out) {
     fprintf(out, "usage: sluice <command> [arguments]\n\n"
                  "sluice: exact rate limiting (library %s)\n\ncommands:\n",
@@ -604,9 +658,11 @@ static int cmd_simulate(int argc, char **argv) {
         url_text = url;
     }
     sluice_store *store = NULL;
-    int rc = sluice_store_open_err(url_text, &opts, &store, err, sizeof err);
+    int rc = SLUICE_EINVAL;
+    if (!shm_dir_missing("simulate", a.store_url) &&
+        (rc = sluice_store_open_err(url_text, &opts, &store, err, sizeof err)) != SLUICE_OK)
+        print_store_error("simulate", a.store_url, err, rc);
     if (rc != SLUICE_OK) {
-        fprintf(stderr, "sluice simulate: store %s: %s\n", a.store_url, *err ? err : sluice_strerror(rc));
         sluice_clock_free(clk);
         sluice_policy_free(policy);
         return 2;
@@ -737,7 +793,6 @@ static int cmd_simulate(int argc, char **argv) {
  * store is opened: a bad argument exits 2 and changes nothing. */
 
 #define CLI_POLICY_NAME "cli"
-#define CLI_URL_MAX 4096
 
 /* The store used without --store: shm:$XDG_RUNTIME_DIR/sluice.shm when
  * XDG_RUNTIME_DIR is an absolute path to a directory (and has no '?', which
@@ -1036,12 +1091,8 @@ static int cli_open_policy(const cli_args *a, cli_session *s) {
 /* Whether url is a shm: store whose file is not there. */
 static int shm_file_missing(const char *url) {
     char path[CLI_URL_MAX];
-    size_t n = strncmp(url, "shm:", 4) == 0 ? strcspn(url + 4, "?") : 0;
-    if (n == 0 || n >= sizeof path) return 0;
-    memcpy(path, url + 4, n);
-    path[n] = 0;
     struct stat sb;
-    return stat(path, &sb) != 0 && errno == ENOENT;
+    return shm_path(url, path, sizeof path) == 0 && stat(path, &sb) != 0 && errno == ENOENT;
 }
 
 /* Opens the store (and the manual clock when asked for). 0 or 2. With
@@ -1052,6 +1103,7 @@ static int cli_open_store(const cli_args *a, cli_session *s, int existing_only) 
     char err[256];
     sluice_store_options opts = SLUICE_STORE_OPTIONS_INIT;
     s->url = a->store_url ? a->store_url : default_store_url(s->url_buf, sizeof s->url_buf);
+    if (shm_dir_missing(a->cmd->name, s->url)) return 2;
     if (existing_only && shm_file_missing(s->url)) {
         fprintf(stderr, "sluice %s: store %s: no such file (check, run and pipe create it)\n", a->cmd->name, s->url);
         return 2;
@@ -1066,7 +1118,7 @@ static int cli_open_store(const cli_args *a, cli_session *s, int existing_only) 
     s->clock = s->manual ? s->manual : sluice_clock_monotonic();
     int rc = sluice_store_open_err(s->url, &opts, &s->store, err, sizeof err);
     if (rc != SLUICE_OK) {
-        fprintf(stderr, "sluice %s: store %s: %s\n", a->cmd->name, s->url, *err ? err : sluice_strerror(rc));
+        print_store_error(a->cmd->name, s->url, err, rc);
         return 2;
     }
     return 0;

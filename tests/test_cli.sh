@@ -195,7 +195,29 @@ bad "check, empty --store" '--store needs a URL' check k --policy "$P" --store '
 [[ -e "$tmp/bad.shm" ]] && fail "bad arguments created the store file"
 bad "check, unknown store" 'store nosuch:x: .*scheme' check k --policy "$P" --store 'nosuch:x'
 bad "check, bad store parameter" 'max_keys' check k --policy "$P" --store "shm:$tmp/bad.shm?max_keys=0"
-bad "check, store in a missing directory" "shm:$tmp/no/such/dir" check k --policy "$P" --store "shm:$tmp/no/such/dir/s.shm"
+# a store's path is named once, and a missing directory as such
+once() { # NAME TEXT: TEXT occurs exactly once in $tmp/err
+    local n
+    n=$(grep -oF -- "$2" "$tmp/err" | wc -l)
+    [[ $n -eq 1 ]] || fail "$1: '$2' appears $n times in: $(cat "$tmp/err")"
+}
+bad "check, store in a missing directory" "directory $tmp/no/such/dir does not exist" \
+    check k --policy "$P" --store "shm:$tmp/no/such/dir/s.shm"
+once "check, store in a missing directory" "$tmp/no/such/dir/s.shm"
+bad "stats, store in a missing directory" "directory $tmp/no/such does not exist" \
+    stats --store "shm:$tmp/no/such/s.shm?max_keys=10"
+once "stats, store in a missing directory" "$tmp/no/such/s.shm"
+printf 'x' >"$tmp/notdir"
+bad "check, store under a file" "$tmp/notdir is not a directory" check k --policy "$P" --store "shm:$tmp/notdir/s.shm"
+touch "$tmp/open.shm" && chmod 644 "$tmp/open.shm"
+bad "check, a store file open to others" "open to others" check k --policy "$P" --store "shm:$tmp/open.shm"
+once "check, a store file open to others" "$tmp/open.shm"
+bad "simulate, a store file open to others" "open to others" simulate "$P" --store "shm:$tmp/open.shm"
+once "simulate, a store file open to others" "$tmp/open.shm"
+bad "simulate, store in a missing directory" "directory $tmp/no/such/dir does not exist" \
+    simulate "$P" --store "shm:$tmp/no/such/dir/s.shm"
+once "simulate, store in a missing directory" "$tmp/no/such/dir/s.shm"
+[[ -e "$tmp/no" ]] && fail "a store in a missing directory made it"
 # Bad arguments against a store in use: its state is untouched. The key "k"
 # of check.shm stands at 1 of 2 in the window of t=60000.
 bad "check, cost above the limit (used store)" 'above' check k --policy "$P" --store "$S" --cost 3 --manual-clock 60000
