@@ -671,7 +671,7 @@ static int cmd_simulate(int argc, char **argv) {
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
-    int64_t line_no = 0, n_req = 0, n_allowed = 0, last_t = 0, last_line = 0;
+    int64_t line_no = 0, n_req = 0, n_allowed = 0, n_unenforced = 0, last_t = 0, last_line = 0;
     int write_errno = 0;
     status = 0;
     while ((len = getline(&line, &cap, stdin)) >= 0) {
@@ -744,11 +744,19 @@ static int cmd_simulate(int argc, char **argv) {
         }
         n_req++;
         n_allowed += d.allowed;
+        if (!d.enforced && n_unenforced++ == 0) { /* once: a trace makes many decisions */
+            const char *msg = sluice_store_errmsg(store);
+            fflush(stdout);
+            fprintf(stderr, "sluice simulate: warning: line %" PRId64 ": the store could not decide, so the "
+                            "request was %s without being counted: %s (said once; the summary counts them)\n",
+                    line_no, d.allowed ? "admitted" : "denied", *msg ? msg : "no reason given");
+        }
         printf("t=%" PRId64 " key=", t);
         fwrite(f[1].b, 1, f[1].n, stdout);
         printf(" cost=%" PRId64 " allowed=%d remaining=%" PRId64 " retry_after_ms=%" PRId64
-               " reset_ms=%" PRId64 " delay_ms=%" PRId64 "\n",
-               cost, d.allowed ? 1 : 0, d.remaining, d.retry_after_ms, d.reset_ms, d.delay_ms);
+               " reset_ms=%" PRId64 " delay_ms=%" PRId64 "%s\n",
+               cost, d.allowed ? 1 : 0, d.remaining, d.retry_after_ms, d.reset_ms, d.delay_ms,
+               d.enforced ? "" : " enforced=false");
         if (ferror(stdout)) { /* reported below */
             write_errno = errno;
             break;
@@ -770,8 +778,11 @@ static int cmd_simulate(int argc, char **argv) {
     if (status == 0) {
         sluice_stats st;
         if (sluice_store_stats(store, &st) != SLUICE_OK) st.keys = -1;
-        fprintf(stderr, "# %" PRId64 " requests, %" PRId64 " allowed, %" PRId64 " denied, %" PRId64 " keys held\n",
-                n_req, n_allowed, n_req - n_allowed, st.keys);
+        fprintf(stderr, "# %" PRId64 " requests, %" PRId64 " allowed, %" PRId64 " denied", n_req, n_allowed,
+                n_req - n_allowed);
+        if (st.keys >= 0) fprintf(stderr, ", %" PRId64 " keys held", st.keys); /* else the store cannot say */
+        if (n_unenforced) fprintf(stderr, ", %" PRId64 " not enforced", n_unenforced);
+        fputc('\n', stderr);
     }
     sluice_store_close(store);
     sluice_clock_free(clk);
@@ -823,6 +834,7 @@ enum {
     OPT_KEY = 1u << 7,
     OPT_MANUAL_CLOCK = 1u << 8,
     OPT_TRACE_FILE = 1u << 9,
+    OPT_STRICT = 1u << 10,
 };
 
 enum { ARG_NONE, ARG_REQUIRED, ARG_OPTIONAL /* only as --opt=VALUE */ };
@@ -841,6 +853,7 @@ static const struct {
     {"--wait", OPT_WAIT, ARG_OPTIONAL, "TIMEOUT"},
     {"--unit", OPT_UNIT, ARG_REQUIRED, "lines|bytes"},
     {"--key", OPT_KEY, ARG_REQUIRED, "KEY"},
+    {"--strict", OPT_STRICT, ARG_NONE, NULL},
     /* Test-only, deliberately absent from --help and the man page:
      *   --manual-clock START_MS  (check, run, pipe) the store gets a manual
      *       clock starting at START_MS: every wait (retry, leaky-bucket
@@ -872,7 +885,7 @@ typedef struct {
     const char *key, *spec, *name, *store_url, *trace_path, *wait_text;
     size_t key_len;
     int64_t cost, wait_ms, manual_start_ms;
-    int json, wait, unit_bytes;
+    int json, wait, unit_bytes, strict;
     unsigned seen; /* OPT_* given */
     char **command;
 } cli_args;
@@ -959,6 +972,9 @@ static int cli_set_option(cli_args *a, unsigned flag, const char *v) {
         break;
     case OPT_TRACE_FILE:
         a->trace_path = v;
+        break;
+    case OPT_STRICT:
+        a->strict = 1;
         break;
     }
     return 0;
@@ -1115,6 +1131,9 @@ static int cli_open_store(const cli_args *a, cli_session *s, int existing_only) 
         }
         opts.clock = s->manual;
     }
+    /* --strict: a remote store that cannot decide fails the call (the
+     * decision is checked too: the URL may ask for on_error=allow) */
+    if (a->strict) opts.on_error = SLUICE_ON_ERROR_ERROR;
     s->clock = s->manual ? s->manual : sluice_clock_monotonic();
     int rc = sluice_store_open_err(s->url, &opts, &s->store, err, sizeof err);
     if (rc != SLUICE_OK) {
@@ -1141,6 +1160,23 @@ static int cli_open(const cli_args *a, cli_session *s) {
     if (rc == 0) rc = cli_open_store(a, s, 0);
     if (rc) cli_close(s);
     return rc;
+}
+
+/* A decision a remote store could not make (enforced false), on stderr:
+ * what was done without counting, and the store's reason. With --strict,
+ * the error it then is (the caller exits 2). */
+static void cli_not_enforced(const cli_args *a, const cli_session *s, const sluice_decision *d, const char *tail) {
+    const char *msg = sluice_store_errmsg(s->store);
+    if (!*msg) msg = "no reason given";
+    if (a->strict) {
+        fprintf(stderr, "sluice %s: key ", a->cmd->name);
+        put_quoted(stderr, a->key, a->key_len);
+        fprintf(stderr, ": the store could not decide (--strict): %s\n", msg);
+    } else {
+        fprintf(stderr, "sluice %s: warning: the store could not decide, so the request was %s without being "
+                        "counted (on_error=%s): %s%s\n",
+                a->cmd->name, d->allowed ? "admitted" : "denied", d->allowed ? "allow" : "deny", msg, tail);
+    }
 }
 
 /* A failed decision (not a denial), on stderr. */
@@ -1170,6 +1206,11 @@ static int policy_has_leaky_bucket(const sluice_policy *p) {
     "                   \"-_.:\". A store knows a limit by its NAME and SPEC: every\n"       \
     "                   invocation with the same NAME, SPEC and KEY shares one limit;\n"     \
     "                   another NAME (or SPEC) keeps a separate one\n"
+#define CLI_STRICT_HELP                                                                      \
+    "  --strict         fail (exit 2, with the store's reason) when a remote store\n"          \
+    "                   cannot decide, instead of admitting without counting\n"               \
+    "                   (on_error=allow, the default); the store is opened with\n"             \
+    "                   on_error=error unless the URL says otherwise\n"
 #define CLI_STORE_HELP                                                                       \
     "  --store URL      where the limits live. Default: the per-user shared-memory\n"        \
     "                   file shm:$XDG_RUNTIME_DIR/sluice.shm, or shm:/tmp/sluice-UID.shm\n"  \
@@ -1180,6 +1221,7 @@ static int policy_has_leaky_bucket(const sluice_policy *p) {
 
 static const char check_help[] =
     "usage: sluice check KEY --policy SPEC [--cost N] [--json] [--name NAME] [--store URL]\n"
+    "                    [--strict]\n"
     "\n"
     "Decides one request of cost N for KEY under the limit SPEC, in a store that\n"
     "every process on this host shares, and prints the decision on stdout. An\n"
@@ -1193,7 +1235,8 @@ static const char check_help[] =
     "reset_ms: until the limit is fresh again. When SPEC has a leaky-bucket part,\n"
     "the line ends with delay_ms=Z: how long an admitted request should wait\n"
     "before it proceeds. \"enforced=false\" is added when a remote store could not\n"
-    "decide: on_error=allow (its default) admits without counting, deny denies.\n"
+    "decide: on_error=allow (its default) admits without counting, deny denies;\n"
+    "a warning on stderr then gives the store's reason (--strict: an error).\n"
     "With --json, one JSON object with every field of the decision instead:\n"
     "  {\"allowed\":true,\"remaining\":1,\"retry_after_ms\":0,\"reset_ms\":60000,\"delay_ms\":0,\n"
     "   \"limit\":2,\"enforced\":true,\"part\":0}\n"
@@ -1208,11 +1251,13 @@ static const char check_help[] =
     "  --json           print one JSON object\n"
     CLI_NAME_HELP
     CLI_STORE_HELP
+    CLI_STRICT_HELP
     "  -h, --help       this help\n"
     "\n"
     "exit status: 0 allowed, 1 denied, 2 error: a bad argument, SPEC, cost or\n"
-    "store URL (nothing is counted), a store failure, or writing the decision\n"
-    "failed (the request is then counted).\n"
+    "store URL (nothing is counted), a store failure (with --strict also a\n"
+    "decision the store could not make), or writing the decision failed (the\n"
+    "request is then counted).\n"
     "\n"
     "example:\n"
     "  $ sluice check backup --policy 'token-bucket capacity=2 rate=1/h'\n"
@@ -1224,8 +1269,8 @@ static const char check_help[] =
     "  later\n";
 
 static const cli_command check_command = {
-    "check", "usage: sluice check KEY --policy SPEC [--cost N] [--json] [--name NAME] [--store URL]",
-    check_help, OPT_POLICY | OPT_COST | OPT_JSON | OPT_NAME | OPT_STORE | OPT_KEY | OPT_MANUAL_CLOCK,
+    "check", "usage: sluice check KEY --policy SPEC [--cost N] [--json] [--name NAME] [--store URL] [--strict]",
+    check_help, OPT_POLICY | OPT_COST | OPT_JSON | OPT_NAME | OPT_STORE | OPT_KEY | OPT_STRICT | OPT_MANUAL_CLOCK,
     1, 0};
 
 static void print_decision_line(const sluice_decision *d, int show_delay) {
@@ -1259,6 +1304,13 @@ static int cmd_check(int argc, char **argv) {
         cli_close(&s);
         return 2;
     }
+    if (!d.enforced) {
+        cli_not_enforced(&a, &s, &d, "");
+        if (a.strict) {
+            cli_close(&s);
+            return 2;
+        }
+    }
     if (a.json) print_decision_json(&d);
     else print_decision_line(&d, policy_has_leaky_bucket(s.policy));
     cli_close(&s);
@@ -1270,7 +1322,7 @@ static int cmd_check(int argc, char **argv) {
 
 static const char run_help[] =
     "usage: sluice run KEY --policy SPEC [--wait[=TIMEOUT]] [--cost N] [--name NAME]\n"
-    "                  [--store URL] -- COMMAND [ARGS...]\n"
+    "                  [--store URL] [--strict] -- COMMAND [ARGS...]\n"
     "\n"
     "Takes one request of cost N for KEY under the limit SPEC (shared as with\n"
     "sluice check), then runs COMMAND in its place (exec): COMMAND's exit status\n"
@@ -1286,7 +1338,9 @@ static const char run_help[] =
     "its place in the queue; TIMEOUT bounds the wait for admission only).\n"
     "\n"
     "COMMAND is looked up in PATH before the request is made: one that cannot be\n"
-    "found or run counts nothing.\n"
+    "found or run counts nothing. When a remote store cannot decide, a warning\n"
+    "on stderr gives its reason, and COMMAND runs uncounted (on_error=allow, the\n"
+    "default) or not at all (on_error=deny, and --strict: exit 2).\n"
     "\n"
     "options:\n"
     "  KEY, --key KEY   what is limited: 1..512 bytes (the default store's file\n"
@@ -1297,11 +1351,13 @@ static const char run_help[] =
     "  --cost N         what the request costs (default 1)\n"
     CLI_NAME_HELP
     CLI_STORE_HELP
+    CLI_STRICT_HELP
     "  -h, --help       this help\n"
     "\n"
     "exit status: COMMAND's own once it runs; 1 denied or timed out (COMMAND not\n"
     "run); 2 error: a bad argument, SPEC, cost or store URL (nothing counted) or\n"
-    "a store failure; 126 COMMAND is not executable; 127 COMMAND is not found.\n"
+    "a store failure (with --strict also a decision the store could not make);\n"
+    "126 COMMAND is not executable; 127 COMMAND is not found.\n"
     "\n"
     "example:\n"
     "  $ sluice run nightly --policy 'fixed-window limit=1 window=1d' -- ./backup.sh\n"
@@ -1309,9 +1365,10 @@ static const char run_help[] =
 
 static const cli_command run_command = {
     "run",
-    "usage: sluice run KEY --policy SPEC [--wait[=TIMEOUT]] [--cost N] [--name NAME] [--store URL] -- "
-    "COMMAND [ARGS...]",
-    run_help, OPT_POLICY | OPT_COST | OPT_NAME | OPT_STORE | OPT_WAIT | OPT_KEY | OPT_MANUAL_CLOCK | OPT_TRACE_FILE,
+    "usage: sluice run KEY --policy SPEC [--wait[=TIMEOUT]] [--cost N] [--name NAME] [--store URL] [--strict] "
+    "-- COMMAND [ARGS...]",
+    run_help,
+    OPT_POLICY | OPT_COST | OPT_NAME | OPT_STORE | OPT_WAIT | OPT_KEY | OPT_STRICT | OPT_MANUAL_CLOCK | OPT_TRACE_FILE,
     1, 1};
 
 /* Whether execvp(name) would find an executable file, searching PATH as it
@@ -1374,6 +1431,14 @@ static int cmd_run(int argc, char **argv) {
 
     int rc = a.wait ? sluice_store_acquire_wait(s.store, s.policy, a.key, a.key_len, a.cost, a.wait_ms, &d)
                     : sluice_store_acquire(s.store, s.policy, a.key, a.key_len, a.cost, &d);
+    if (rc == SLUICE_OK && !d.enforced) {
+        cli_not_enforced(&a, &s, &d, "");
+        if (a.strict) {
+            fprintf(stderr, "sluice run: %s not run\n", a.command[0]);
+            cli_close(&s);
+            return 2;
+        }
+    }
     if (rc == SLUICE_ETIMEDOUT || (rc == SLUICE_OK && !d.allowed)) {
         if (rc == SLUICE_ETIMEDOUT) /* the last try may be a sleep ago */
             fprintf(stderr, "sluice run: denied: not admitted within the --wait=%s timeout (the last try said "
@@ -1420,7 +1485,8 @@ static const char pipe_help[] =
     "What is admitted is written before any wait. When SPEC has a leaky-bucket\n"
     "part, an admitted unit is written after its delay (delay_ms). The state\n"
     "lives in the store under KEY (default \"pipe\"): pipes, checks and runs with\n"
-    "the same KEY, NAME and SPEC share one rate.\n"
+    "the same KEY, NAME and SPEC share one rate. When a remote store cannot\n"
+    "decide, a warning on stderr gives its reason, once.\n"
     "\n"
     "options:\n"
     CLI_POLICY_HELP
@@ -1491,6 +1557,7 @@ typedef struct {
     const cli_args *a;
     cli_session *s;
     int64_t least; /* the least limit of the policy: the largest cost */
+    int warned;    /* a decision not enforced was reported */
     char buf[PIPE_BUF_SIZE];
     size_t written, released, filled;
 } pipe_state;
@@ -1526,6 +1593,10 @@ static int pipe_admit(pipe_state *ps, int64_t want, int partial_ok, int64_t *got
     if (rc != SLUICE_OK) {
         cli_decision_error(a, s, rc);
         return 1;
+    }
+    if (!d.enforced && !ps->warned) { /* once: a pipe makes many decisions */
+        cli_not_enforced(a, s, &d, " (said once; later ones are not)");
+        ps->warned = 1;
     }
     if (d.delay_ms > 0) {
         if (pipe_flush(ps)) return 1;
@@ -1615,7 +1686,8 @@ static const char stats_help[] =
     "  -h, --help       this help\n"
     "\n"
     "exit status: 0; 1 writing failed; 2 a bad argument or store URL, a store\n"
-    "file that is not there, or a store failure.\n";
+    "file that is not there, or a store failure (a remote store whose server\n"
+    "cannot be reached: nothing is printed on stdout).\n";
 
 static const cli_command stats_command = {"stats", "usage: sluice stats [--store URL] [--json]", stats_help,
                                           OPT_STORE | OPT_JSON, 0, 0};
@@ -1659,8 +1731,19 @@ static int cmd_stats(int argc, char **argv) {
         return status;
     }
     int rc = sluice_store_stats(s.store, &st);
+    /* a remote store whose server cannot be reached: an error, however the
+     * library says it (SLUICE_ESTORE, or keys -1 from libraries before it
+     * did) */
+    if (rc == SLUICE_OK && st.keys == -1 && strncmp(sluice_store_kind(s.store), "redis", 5) == 0) {
+        rc = SLUICE_ESTORE;
+        if (!*sluice_store_errmsg(s.store)) {
+            fprintf(stderr, "sluice stats: store %s: the server cannot be reached (its keys are unknown)\n", s.url);
+            cli_close(&s);
+            return 2;
+        }
+    }
     if (rc != SLUICE_OK) {
-        fprintf(stderr, "sluice stats: store %s: %s\n", s.url, sluice_strerror(rc));
+        print_store_error("stats", s.url, sluice_store_errmsg(s.store), rc);
         cli_close(&s);
         return 2;
     }
