@@ -46,7 +46,7 @@ static int cmd_version(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
 
 static const command commands[] = {
-    {"demo", "replay the seed design's scenarios with sluice (deterministic)", cmd_demo},
+    {"demo", "show each algorithm at work on a manual clock (the same every run)", cmd_demo},
     {"simulate", "replay a request trace (stdin) against a policy; see simulate --help",
      cmd_simulate},
     {"check", "decide one request for KEY in a shared store; exit 0 allowed, 1 denied", cmd_check},
@@ -164,7 +164,7 @@ static int cmd_version(int argc, char **argv) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* demo: the seed's Main, replayed with sluice                               */
+/* demo: each algorithm at work, on a manual clock                           */
 /* ------------------------------------------------------------------------ */
 
 /* The demo stops at the first library error: it prints it and exits 1. */
@@ -178,28 +178,31 @@ static int ok(int rc, const char *what) {
     return rc == SLUICE_OK;
 }
 
-/* The seed's Decision record, as Java prints it (no newline). */
-static void print_record(const sluice_decision *d) {
-    if (d->allowed)
-        printf("Allowed[remaining=%" PRId64 "]", d->remaining);
-    else
-        printf("Denied[retryAfterMs=%" PRId64 "]", d->retry_after_ms);
+/* A scenario's first line: what it shows, and the configuration's text. */
+static void demo_header(const char *what, const sluice_config *c, const char *tail) {
+    char text[128];
+    if (sluice_config_format(c, text, sizeof text) < 0) text[0] = 0;
+    printf("%s: %s%s\n", what, text, tail);
 }
 
-/* A line of the seed's output: label padded to 8 columns, record, note. */
-static void print_decision(const char *label, const sluice_decision *d, const char *note) {
-    printf("%-8s", label);
-    print_record(d);
+/* A decision as the CLI writes them: label padded to 9 columns, the cost
+ * when it is not 1, "allowed remaining=R" or "denied retry_after_ms=X",
+ * then note. */
+static void print_decision(const char *label, int64_t cost, const sluice_decision *d, const char *note) {
+    printf("%-9s", label);
+    if (cost != 1) printf("cost=%" PRId64 " ", cost);
+    if (d->allowed) printf("allowed remaining=%" PRId64, d->remaining);
+    else printf("denied retry_after_ms=%" PRId64, d->retry_after_ms);
     printf("%s\n", note);
 }
 
 static void acquire_print(sluice_limiter *l, int64_t cost, const char *label, const char *note) {
     sluice_decision d;
-    if (ok(sluice_acquire(l, cost, &d), "acquire")) print_decision(label, &d, note);
+    if (ok(sluice_acquire(l, cost, &d), "acquire")) print_decision(label, cost, &d, note);
 }
 
-/* A cost the limiter can never admit is an error, not a denial; the seed
- * throws, we get SLUICE_ECOST and build its message from the limit. */
+/* A cost the limiter can never admit is an error, not a denial:
+ * SLUICE_ECOST, with a message built from the limit. */
 static void demo_bad_cost(sluice_limiter *l, int64_t cost) {
     sluice_decision d;
     int rc = sluice_acquire(l, cost, &d);
@@ -235,13 +238,14 @@ static void demo_token_bucket(void) {
         return;
     }
     if (ok(sluice_limiter_new(&c, clk, &l), "token bucket")) {
+        demo_header("a token bucket", &c, " (3 tokens, one back a second)");
         for (int i = 0; i < 4; i++) acquire_print(l, 1, "t=0", "");
         sluice_clock_manual_advance(clk, 500);
         acquire_print(l, 1, "t=500", "");
         sluice_clock_manual_advance(clk, 500);
         acquire_print(l, 1, "t=1000", "");
         sluice_clock_manual_advance(clk, 60000);
-        acquire_print(l, 3, "t=61000", " (refill is capped at capacity)");
+        acquire_print(l, 3, "t=61000", " (a minute idle refills 3 tokens, no more)");
         demo_bad_cost(l, 5);
         demo_bad_config(sluice_token_bucket(0, 1, 1000));
     }
@@ -259,21 +263,20 @@ static void demo_sliding_window(void) {
         return;
     }
     if (ok(sluice_limiter_new(&c, clk, &l), "sliding window")) {
+        printf("\n");
+        demo_header("a sliding window", &c, " (the last window's count fades out)");
         acquire_print(l, 10, "t=900", "");
         sluice_clock_manual_advance(clk, 100);
         acquire_print(l, 1, "t=1000", "");
-        printf("# the seed prints retryAfterMs=1000 here: its hint is the next window boundary.\n"
-               "# sluice gives the exact earliest retry: at t=1100 the previous window's 10 weigh\n"
-               "# 10*900/1000 = 9, and 9 + 1 <= 10.\n");
+        printf("# the exact earliest retry, not the next window boundary (1000 ms away): at\n"
+               "# t=1100 the previous window's 10 weigh 10*900/1000 = 9, and 9 + 1 <= 10.\n");
         sluice_clock_manual_advance(clk, 500);
         acquire_print(l, 5, "t=1500", "");
         acquire_print(l, 1, "t=1500", "");
-        printf("# the seed prints retryAfterMs=500 here (the next boundary); at t=1600 the previous\n"
-               "# window weighs 10*400/1000 = 4, and 4 + 5 + 1 <= 10.\n"
-               "# the seed also floors the previous window's weight, prev*(W-e)/W, so it can admit\n"
-               "# what the estimate refuses (9.5 + 1 taken as 9 + 1 <= 10); sluice compares the\n"
-               "# exact rational prev*(W-e) + (cur+n)*W <= L*W. Here the weights are whole, so\n"
-               "# the decisions agree.\n");
+        printf("# again not the next boundary (500 ms away): at t=1600 the previous window\n"
+               "# weighs 10*400/1000 = 4, and 4 + 5 + 1 <= 10. The weight is compared exactly,\n"
+               "# prev*(W-e) + (cur+n)*W <= L*W, never rounded down (which would take\n"
+               "# 9.5 + 1 for 9 + 1 <= 10 and admit one too many).\n");
     }
     sluice_limiter_free(l);
     sluice_clock_free(clk);
@@ -289,6 +292,8 @@ static void demo_fixed_window(void) {
         return;
     }
     if (ok(sluice_limiter_new(&c, clk, &l), "fixed window")) {
+        printf("\n");
+        demo_header("a fixed window", &c, " (the burst at a boundary)");
         int before = 0, after = 0;
         sluice_decision d;
         for (int i = 0; i < 10; i++)
@@ -311,11 +316,10 @@ static int ok_store(int rc, sluice_store *s, const char *what) {
     return rc == SLUICE_OK;
 }
 
-/* Per key: one store holds an independent state per key, and the algorithm
- * comes from configuration (the policy's text form). The seed's
- * PerKeyLimiter is a map of limiters built on first use; a sluice store is
- * that map, bounded (max_keys) and thread-safe. The same store then serves
- * the seed's exhaustive switch: alice's fourth request, still at t=0. */
+/* Per key: one store holds an independent state per key (a map of limiters
+ * built on first use, bounded by max_keys and thread-safe), and the
+ * algorithm comes from configuration (the policy's text form). Then a
+ * caller's two branches, on alice's fourth request, still at t=0. */
 static void demo_per_key(void) {
     static const char *const keys[] = {"alice", "alice", "alice", "bob"};
     char err[256];
@@ -338,12 +342,12 @@ static void demo_per_key(void) {
     } else {
         sluice_decision d;
         sluice_stats st;
+        printf("\n");
+        demo_header("per key (a memory: store)", sluice_policy_part(p, 0), ", every request at t=0");
         for (size_t i = 0; i < sizeof keys / sizeof keys[0] && !demo_failed; i++) {
             if (!ok_store(sluice_store_acquire(s, p, keys[i], strlen(keys[i]), 1, &d), s, "store acquire"))
                 break;
-            printf("%s: ", keys[i]);
-            print_record(&d);
-            putchar('\n');
+            print_decision(keys[i], 1, &d, "");
         }
         if (!demo_failed && ok(sluice_store_stats(s, &st), "store stats"))
             printf("tracked keys: %" PRId64 "\n", st.keys);
@@ -351,10 +355,10 @@ static void demo_per_key(void) {
         if (!demo_failed && ok_store(sluice_store_acquire(s, p, "alice", 5, 1, &d), s, "store acquire")) {
             switch ((int)d.allowed) {
             case 1:
-                printf("go, %" PRId64 " left\n", d.remaining);
+                printf("alice again: go, %" PRId64 " left\n", d.remaining);
                 break;
             case 0:
-                printf("wait %" PRId64 " ms\n", d.retry_after_ms);
+                printf("alice again: wait %" PRId64 " ms\n", d.retry_after_ms);
                 break;
             }
         }
@@ -395,6 +399,8 @@ static void demo_threads(void) {
         return;
     }
     if (ok(sluice_limiter_new(&c, clk, &l), "token bucket")) {
+        printf("\n");
+        demo_header("8 threads, one limiter", &c, ", a clock that stands still");
         pthread_barrier_t start;
         pthread_t tid[N_THREADS];
         worker w[N_THREADS];
@@ -426,9 +432,9 @@ static void demo_threads(void) {
 
 static int cmd_demo(int argc, char **argv) {
     int rc = no_arguments(argc, argv,
-                          "Replays the scenarios of the design sluice grew from (a token bucket, a\n"
-                          "sliding and a fixed window, per-key limits, threads) on a manual clock,\n"
-                          "so its output is the same every run.");
+                          "Shows sluice's limits at work: a token bucket, a sliding and a fixed\n"
+                          "window, per-key limits in a store, and threads sharing one limiter. Time\n"
+                          "is a manual clock, so the output is the same every run.");
     if (rc) return rc < 0 ? 0 : rc;
     demo_failed = 0;
     demo_token_bucket();
