@@ -10,7 +10,7 @@
  * the per-user shared-memory file named by default_store_url() (which reads
  * XDG_RUNTIME_DIR), or any store given with --store URL. */
 #define _POSIX_C_SOURCE 200809L /* pthread barriers, getline, nanosleep */
-#include <sluice.h>
+#include "cli.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -450,12 +450,19 @@ static int cmd_demo(int argc, char **argv) {
 /* simulate: replay a request trace against a policy in a store             */
 /* ------------------------------------------------------------------------ */
 
+#define SIM_USAGE                                                                                  \
+    "usage: sluice simulate [SPEC | --policy SPEC] [--store URL] [--allow-backwards] [--json]\n" \
+    "                       [--summary[=N|all]] [--svg FILE]"
+#define SIM_SUMMARY_TOP 10 /* keys in a summary unless --summary=N */
+#define SIM_SVG_PANELS 6   /* keys in the picture */
+
 static const char simulate_help[] =
-    "usage: sluice simulate SPEC [--store URL] [--allow-backwards]\n"
+    SIM_USAGE "\n"
     "\n"
     "Replays a trace of requests read from standard input against the policy SPEC\n"
-    "(e.g. 'token-bucket capacity=2 rate=1/s', or several joined by ';'), with one\n"
-    "state per key in the store URL, and prints every decision.\n"
+    "(e.g. 'token-bucket capacity=2 rate=1/s', or several joined by ';'), given\n"
+    "as an argument or with --policy, with one state per key in the store URL,\n"
+    "and prints every decision, or a summary, or draws the run.\n"
     "\n"
     "input: one request per line, fields separated by spaces or tabs:\n"
     "  TIME_MS KEY [COST]\n"
@@ -469,10 +476,31 @@ static const char simulate_help[] =
     "\n"
     "output: one line per request, on stdout:\n"
     "  t=TIME key=KEY cost=N allowed=0|1 remaining=R retry_after_ms=X reset_ms=Y delay_ms=Z\n"
-    "with the fields of the decision (docs/semantics.md); then, on stderr:\n"
-    "  # N requests, A allowed, D denied, K keys held\n"
+    "with the fields of the decision (docs/semantics.md; \" enforced=false\" is\n"
+    "added when a remote store could not decide, with a warning once); then, on\n"
+    "stderr:\n"
+    "  # N requests, A allowed, D denied, K keys held[, U not enforced]\n"
+    "With --json, one JSON object per request with every field of the decision:\n"
+    "  {\"t\":0,\"key\":\"alice\",\"cost\":1,\"allowed\":true,\"remaining\":1,\n"
+    "   \"retry_after_ms\":0,\"reset_ms\":1000,\"delay_ms\":0,\"limit\":2,\"part\":0,\n"
+    "   \"enforced\":true}\n"
+    "(limit: that of the part with the least remaining; part: its index; a key's\n"
+    "bytes that are not UTF-8 as \\u00XX).\n"
+    "With --summary, no line per request; at the end, on stdout:\n"
+    "  requests=N allowed=A denied=D keys=K[ not_enforced=U]\n"
+    "  part=I requests=N allowed=A denied=D config=TEXT   (each part)\n"
+    "  key=KEY requests=N allowed=A denied=D              (the most denied first)\n"
+    "  other_keys=K requests=N allowed=A denied=D         (the keys not listed)\n"
+    "A part's requests are the decisions it set: it had the least remaining (on\n"
+    "a denial, it is one that denied). With --json the summary is one object:\n"
+    "{requests, allowed, denied, keys, not_enforced, parts: [{part, config,\n"
+    "requests, allowed, denied}], most_denied: [{key, requests, allowed,\n"
+    "denied}], other_keys: {keys, requests, allowed, denied}}.\n"
+    "When standard error is a terminal, a long run (over a second) shows its\n"
+    "progress there on one line, erased at the end.\n"
     "\n"
     "options:\n"
+    "  --policy SPEC      the policy (or SPEC as an argument)\n"
     "  --store URL        where the per-key states live (default memory:), e.g.\n"
     "                     'memory:?max_keys=1000&on_full=refuse' or\n"
     "                     'redis://127.0.0.1:6379' (clock=client is added, so\n"
@@ -481,16 +509,24 @@ static const char simulate_help[] =
     "                     backwards: an earlier time is decided at the highest\n"
     "                     time a request was admitted at, and its waits are\n"
     "                     lengthened to count from the line's own time.\n"
+    "  --json             JSON objects instead of lines (see output)\n"
+    "  --summary[=N|all]  the summary instead of a line per request, with the N\n"
+    "                     keys most denied (default 10), or all of them\n"
+    "  --svg FILE         also draw the run in FILE, an SVG picture: for the 6\n"
+    "                     keys with the most requests, admitted and denied\n"
+    "                     requests per time bin and what remains, over the\n"
+    "                     trace's time (keeps 16 bytes a request in memory; not\n"
+    "                     written when the run fails)\n"
     "  -h, --help         this help\n"
     "\n"
     "exit status: 0 when every line was decided; 2 for a bad SPEC, option or store\n"
-    "URL (or a store that cannot be opened), and for a bad line (a bad time, key\n"
-    "or cost, a time that goes back, a cost above what the policy can ever\n"
-    "admit) or a store error (e.g. a full store that refuses a new key),\n"
-    "reported on stderr as\n"
-    "'sluice simulate: line N: WHAT' once the lines before it are printed (the\n"
-    "run stops there: nothing is skipped); 1 when reading or writing fails (no\n"
-    "message when the reader of standard output has gone, as after | head).\n"
+    "URL (or a store that cannot be opened, or an --svg FILE that cannot be\n"
+    "made), and for a bad line (a bad time, key or cost, a time that goes back,\n"
+    "a cost above what the policy can ever admit) or a store error (e.g. a full\n"
+    "store that refuses a new key), reported on stderr as 'sluice simulate: line\n"
+    "N: WHAT' once the lines before it are printed (the run stops there: nothing\n"
+    "is skipped); 1 when reading or writing fails (no message when the reader of\n"
+    "standard output has gone, as after | head).\n"
     "\n"
     "example:\n"
     "  $ printf '0 alice\\n0 alice\\n0 alice  # a third at once\\n500 alice\\n500 bob 2\\n' |\n"
@@ -558,46 +594,81 @@ static size_t split_fields(const char *line, size_t n, token *tok, size_t max) {
     }
 }
 
+/* What simulate was asked for. */
 typedef struct {
-    const char *spec, *store_url;
-    int allow_backwards;
+    const char *spec, *store_url, *svg_path;
+    int allow_backwards, json, summary;
+    size_t summary_top;        /* keys in the summary; 0: every key */
+    int64_t progress_after_ms; /* progress shows once a run is this long */
 } simulate_args;
 
 static int simulate_usage_error(const char *fmt, const char *arg) {
     fprintf(stderr, "sluice simulate: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nusage: sluice simulate SPEC [--store URL] [--allow-backwards] (see --help)\n");
+    fprintf(stderr, "\n" SIM_USAGE "\n(see sluice simulate --help)\n");
     return 2;
 }
 
+/* The value of option name in argv[*i]: after '=' in the same argument
+ * (when eq), else the next argument (*i moves on). NULL when there is none. */
+static const char *option_value(int argc, char **argv, int *i, const char *eq) {
+    if (eq) return eq + 1;
+    return *i + 1 < argc ? argv[++*i] : NULL;
+}
+
 /* Options may come before or after SPEC; "--" ends them. Returns -1 when
- * help was printed, else an exit status (0: go on). */
+ * help was printed, else an exit status (0: go on).
+ * Test-only, deliberately absent from --help and the man page:
+ *   --progress-after-ms MS  progress shows (on a terminal) once the run has
+ *       lasted MS (default 1000; 0: from the first update), so that a test
+ *       under a pty sees it without a long trace. */
 static int simulate_parse_args(int argc, char **argv, simulate_args *a) {
     int options = 1;
-    *a = (simulate_args){NULL, "memory:", 0};
+    *a = (simulate_args){NULL, "memory:", NULL, 0, 0, 0, SIM_SUMMARY_TOP, 1000};
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
-        if (options && s[0] == '-' && s[1] != 0) {
-            if (strcmp(s, "--") == 0) {
-                options = 0;
-            } else if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
-                fputs(simulate_help, stdout);
-                return -1;
-            } else if (strcmp(s, "--allow-backwards") == 0) {
-                a->allow_backwards = 1;
-            } else if (strcmp(s, "--store") == 0) {
-                if (i + 1 == argc) return simulate_usage_error("option %s needs a URL", s);
-                a->store_url = argv[++i];
-            } else if (strncmp(s, "--store=", 8) == 0) {
-                a->store_url = s + 8;
-            } else {
-                return simulate_usage_error("unknown option '%s'", s);
-            }
-        } else if (a->spec) {
-            return simulate_usage_error("unexpected argument '%s' (quote SPEC as one argument)", s);
-        } else {
+        if (!options || s[0] != '-' || s[1] == 0) {
+            if (a->spec) return simulate_usage_error("unexpected argument '%s' (quote SPEC as one argument)", s);
             a->spec = s;
+            continue;
         }
+        const char *eq = strchr(s, '=');
+        size_t n = eq ? (size_t)(eq - s) : strlen(s);
+#define IS(name) (n == strlen(name) && strncmp(s, name, n) == 0)
+        if (strcmp(s, "--") == 0) {
+            options = 0;
+        } else if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
+            fputs(simulate_help, stdout);
+            return -1;
+        } else if (IS("--allow-backwards") || IS("--json")) {
+            if (eq) return simulate_usage_error("option %s takes no value", s);
+            if (IS("--json")) a->json = 1;
+            else a->allow_backwards = 1;
+        } else if (IS("--store")) {
+            if (!(a->store_url = option_value(argc, argv, &i, eq)) || !*a->store_url)
+                return simulate_usage_error("option %s needs a URL", "--store");
+        } else if (IS("--policy")) {
+            if (a->spec) return simulate_usage_error("%s", "SPEC is given twice (as an argument and --policy)");
+            if (!(a->spec = option_value(argc, argv, &i, eq)))
+                return simulate_usage_error("option %s needs a value (SPEC)", "--policy");
+        } else if (IS("--svg")) {
+            if (!(a->svg_path = option_value(argc, argv, &i, eq)) || !*a->svg_path)
+                return simulate_usage_error("option %s needs a FILE", "--svg");
+        } else if (IS("--summary")) {
+            int64_t top;
+            a->summary = 1;
+            if (!eq) continue; /* --summary N would be ambiguous with SPEC: only --summary=N */
+            if (strcmp(eq + 1, "all") == 0) a->summary_top = 0;
+            else if (parse_int64(eq + 1, strlen(eq + 1), 0, &top) == 0 && top >= 1) a->summary_top = (size_t)top;
+            else return simulate_usage_error("--summary=%s: expected a number of keys (1 or more) or all", eq + 1);
+        } else if (IS("--progress-after-ms")) {
+            const char *v = option_value(argc, argv, &i, eq);
+            if (!v || parse_int64(v, strlen(v), 0, &a->progress_after_ms) != 0)
+                return simulate_usage_error("%s", "--progress-after-ms needs a number of ms");
+        } else {
+            return simulate_usage_error("unknown option '%s'", s);
+        }
+#undef IS
     }
     if (!a->spec) return simulate_usage_error("%s", "missing SPEC, e.g. 'token-bucket capacity=2 rate=1/s'");
     return 0;
@@ -617,11 +688,58 @@ static void print_bad_spec(const char *what, const char *spec, const char *err) 
     fprintf(stderr, "  %s\n  %*s^\n", spec, (int)pos, "");
 }
 
+/* ---- progress, on a terminal, for long runs ---- */
+
+/* One line on stderr, rewritten in place ("\r"), at most 5 times a second,
+ * once the run has lasted progress_after_ms; only when stderr is a
+ * terminal (a log or a pipe gets none); erased before any other message
+ * and at the end. Real time (the monotonic clock), not the trace's. */
+typedef struct {
+    int on;            /* stderr is a terminal */
+    int shown;         /* a line is on the screen */
+    int64_t start_ms, next_ms;
+    int64_t input_bytes; /* stdin's size when it is a file, else -1 */
+} sim_progress;
+
+static sim_progress progress;
+
+static void progress_start(int64_t after_ms) {
+    struct stat st;
+    progress.on = isatty(2);
+    progress.shown = 0;
+    progress.start_ms = sluice_clock_now_ms(sluice_clock_monotonic());
+    progress.next_ms = progress.start_ms + after_ms;
+    progress.input_bytes = fstat(0, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 ? (int64_t)st.st_size : -1;
+}
+
+/* Called every few thousand lines. */
+static void progress_update(int64_t line_no, int64_t n_req) {
+    if (!progress.on) return;
+    int64_t now = sluice_clock_now_ms(sluice_clock_monotonic());
+    if (now < progress.next_ms) return;
+    progress.next_ms = now + 200;
+    int64_t s10 = (now - progress.start_ms) / 100; /* tenths of a second */
+    fprintf(stderr, "\rsluice simulate: line %" PRId64 ", %" PRId64 " requests", line_no, n_req);
+    off_t pos = progress.input_bytes > 0 ? ftello(stdin) : -1;
+    if (pos >= 0) fprintf(stderr, ", %d%% of the input", (int)((int64_t)pos * 100 / progress.input_bytes));
+    fprintf(stderr, ", %" PRId64 ".%" PRId64 " s\033[K", s10 / 10, s10 % 10);
+    fflush(stderr);
+    progress.shown = 1;
+}
+
+static void progress_clear(void) {
+    if (!progress.shown) return;
+    fputs("\r\033[K", stderr);
+    fflush(stderr);
+    progress.shown = 0;
+}
+
 static int sim_bad_line(int64_t line_no, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Starts the message about line line_no on stderr. */
 static void sim_line_error(int64_t line_no) {
     fflush(stdout); /* the decisions of the lines before it come first */
+    progress_clear();
     fprintf(stderr, "sluice simulate: line %" PRId64 ": ", line_no);
 }
 
@@ -636,6 +754,189 @@ static int sim_bad_line(int64_t line_no, const char *fmt, ...) {
     return 2;
 }
 
+/* ---- one line of the trace ---- */
+
+/* One request of the trace. */
+typedef struct {
+    int64_t t, cost;
+    token key;
+} sim_request;
+
+/* Reads line[0..n) (its newline dropped): 0 with *q set, 1 for a line with
+ * no request (blank, a comment), 2 for a bad line (said). */
+static int sim_parse_line(char *line, size_t n, int64_t line_no, sim_request *q) {
+    if (n > 0 && line[n - 1] == '\r') n--;
+    const char *hash = memchr(line, '#', n);
+    if (hash) n = (size_t)(hash - line);
+    token f[3];
+    size_t nf = split_fields(line, n, f, 3);
+    if (nf == 0) return 1;
+    if (nf > 3) return sim_bad_line(line_no, "more than 3 fields (expected TIME_MS KEY [COST])");
+    int pr = parse_int64(f[0].b, f[0].n, 1, &q->t);
+    if (pr != 0 || q->t < SLUICE_TIME_MIN_MS || q->t > SLUICE_TIME_MAX_MS) {
+        sim_line_error(line_no);
+        fputs("time ", stderr);
+        put_quoted(stderr, f[0].b, f[0].n);
+        if (pr == -1) fprintf(stderr, " is not an integer (ms)\n");
+        else fprintf(stderr, " is outside the accepted range %" PRId64 "..%" PRId64 " ms\n", SLUICE_TIME_MIN_MS,
+                     SLUICE_TIME_MAX_MS);
+        return 2;
+    }
+    if (nf < 2) return sim_bad_line(line_no, "missing KEY (expected TIME_MS KEY [COST])");
+    q->key = f[1];
+    q->cost = 1;
+    if (nf == 3) {
+        pr = parse_int64(f[2].b, f[2].n, 0, &q->cost);
+        if (pr != 0 || q->cost < 1) {
+            sim_line_error(line_no);
+            fputs("cost ", stderr);
+            put_quoted(stderr, f[2].b, f[2].n);
+            fprintf(stderr, " is not a positive integer%s\n", pr == -2 ? " (too large)" : "");
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* One decision on stdout: a line of name=value, or a JSON object. */
+static void sim_print(const simulate_args *a, const sim_request *q, const sluice_decision *d) {
+    if (a->json) {
+        printf("{\"t\":%" PRId64 ",\"key\":", q->t);
+        cli_put_json_bytes(stdout, q->key.b, q->key.n);
+        printf(",\"cost\":%" PRId64 ",\"allowed\":%s,\"remaining\":%" PRId64 ",\"retry_after_ms\":%" PRId64
+               ",\"reset_ms\":%" PRId64 ",\"delay_ms\":%" PRId64 ",\"limit\":%" PRId64
+               ",\"part\":%d,\"enforced\":%s}\n",
+               q->cost, d->allowed ? "true" : "false", d->remaining, d->retry_after_ms, d->reset_ms, d->delay_ms,
+               d->limit, (int)d->part, d->enforced ? "true" : "false");
+        return;
+    }
+    printf("t=%" PRId64 " key=", q->t);
+    fwrite(q->key.b, 1, q->key.n, stdout);
+    printf(" cost=%" PRId64 " allowed=%d remaining=%" PRId64 " retry_after_ms=%" PRId64 " reset_ms=%" PRId64
+           " delay_ms=%" PRId64 "%s\n",
+           q->cost, d->allowed ? 1 : 0, d->remaining, d->retry_after_ms, d->reset_ms, d->delay_ms,
+           d->enforced ? "" : " enforced=false");
+}
+
+/* ---- the command ---- */
+
+/* Opens the store of a: 0, or 2 with a message. A remote store decides at
+ * the trace's times only in client-clock mode: it is asked for unless the
+ * URL says otherwise. */
+static int sim_open_store(const simulate_args *a, const sluice_clock *clk, sluice_store **store) {
+    char err[256], url[CLI_URL_MAX];
+    sluice_store_options opts = SLUICE_STORE_OPTIONS_INIT;
+    opts.clock = clk; /* every reading is the line's time, for any kind of store */
+    const char *url_text = a->store_url;
+    if (!strncmp(a->store_url, "redis", 5) && !strstr(a->store_url, "clock=")) {
+        snprintf(url, sizeof url, "%s%sclock=client", a->store_url, strchr(a->store_url, '?') ? "&" : "?");
+        url_text = url;
+    }
+    if (shm_dir_missing("simulate", a->store_url)) return 2;
+    int rc = sluice_store_open_err(url_text, &opts, store, err, sizeof err);
+    if (rc != SLUICE_OK) {
+        print_store_error("simulate", a->store_url, err, rc);
+        return 2;
+    }
+    return 0;
+}
+
+/* Decides every line of stdin; the exit status (messages said). */
+static int sim_run(const simulate_args *a, sluice_store *store, const sluice_policy *policy, sluice_clock *clk,
+                   cli_report *rep) {
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int64_t line_no = 0, last_t = 0, last_line = 0;
+    int write_errno = 0, status = 0;
+    progress_start(a->progress_after_ms);
+    while ((len = getline(&line, &cap, stdin)) >= 0) {
+        size_t n = (size_t)len;
+        sim_request q;
+        line_no++;
+        if ((line_no & 4095) == 0) progress_update(line_no, rep->total.requests);
+        if (n > 0 && line[n - 1] == '\n') n--;
+        if ((status = sim_parse_line(line, n, line_no, &q)) == 1) continue;
+        if (status) break;
+        if (rep->total.requests > 0 && q.t < last_t && !a->allow_backwards) {
+            status = sim_bad_line(line_no,
+                                  "time %" PRId64 " is before %" PRId64 " (line %" PRId64
+                                  "): times must not decrease (see --allow-backwards)",
+                                  q.t, last_t, last_line);
+            break;
+        }
+        if (rep->total.requests == 0 || q.t > last_t) last_t = q.t, last_line = line_no;
+
+        sluice_decision d;
+        sluice_clock_manual_set(clk, q.t);
+        int rc = sluice_store_acquire_at(store, policy, q.key.b, q.key.n, q.cost, q.t, &d);
+        if (rc != SLUICE_OK) {
+            const char *msg = sluice_store_errmsg(store);
+            sim_line_error(line_no);
+            fputs("key ", stderr);
+            put_quoted(stderr, q.key.b, q.key.n);
+            if (rc == SLUICE_ECOST) /* say which limit: the store's message cannot */
+                fprintf(stderr, " cost %" PRId64 ": %s: cost %" PRId64 " is above %" PRId64
+                        ", the least limit of the policy: it can never be admitted\n",
+                        q.cost, sluice_err_name(rc), q.cost, sluice_policy_max_cost(policy));
+            else
+                fprintf(stderr, " cost %" PRId64 ": %s: %s\n", q.cost, sluice_err_name(rc),
+                        *msg ? msg : sluice_strerror(rc));
+            status = 2;
+            break;
+        }
+        if (!d.enforced && rep->not_enforced == 0) { /* once: a trace makes many decisions */
+            const char *msg = sluice_store_errmsg(store);
+            fflush(stdout);
+            progress_clear();
+            fprintf(stderr, "sluice simulate: warning: line %" PRId64 ": the store could not decide, so the "
+                            "request was %s without being counted: %s (said once; the summary counts them)\n",
+                    line_no, d.allowed ? "admitted" : "denied", *msg ? msg : "no reason given");
+        }
+        if (cli_report_add(rep, q.t, q.key.b, q.key.n, &d) != 0) {
+            progress_clear();
+            fprintf(stderr, "sluice simulate: line %" PRId64 ": out of memory\n", line_no);
+            status = 1;
+            break;
+        }
+        if (!a->summary) sim_print(a, &q, &d);
+        if (ferror(stdout)) { /* reported below */
+            write_errno = errno;
+            break;
+        }
+    }
+    progress_clear();
+    if (status == 0 && ferror(stdin)) {
+        fprintf(stderr, "sluice simulate: reading standard input (line %" PRId64 "): %s\n", line_no + 1,
+                strerror(errno));
+        status = 1;
+    }
+    free(line);
+    if (status == 0 && a->summary && cli_report_summary(rep, stdout, a->json, a->summary_top) != 0) {
+        fprintf(stderr, "sluice simulate: out of memory for the summary\n");
+        status = 1;
+    }
+    if (fflush(stdout) != 0) write_errno = errno;
+    if (write_errno || ferror(stdout)) {
+        /* none when the reader has gone (EPIPE), as for pipe */
+        if (write_errno != EPIPE)
+            fprintf(stderr, "sluice simulate: writing standard output: %s\n", strerror(write_errno ? write_errno : EIO));
+        if (status == 0) status = 1;
+    }
+    return status;
+}
+
+/* Writes the picture to a->svg_path: 0, or 1 with a message. */
+static int sim_write_svg(const simulate_args *a, FILE *svg, const cli_report *rep) {
+    int rc = cli_svg_write(rep, svg, a->spec, SIM_SVG_PANELS);
+    if (rc != 0) fprintf(stderr, "sluice simulate: --svg %s: out of memory\n", a->svg_path);
+    if (fflush(svg) != 0 || ferror(svg)) {
+        fprintf(stderr, "sluice simulate: --svg %s: %s\n", a->svg_path, strerror(errno));
+        rc = -1;
+    }
+    return rc ? 1 : 0;
+}
+
 static int cmd_simulate(int argc, char **argv) {
     simulate_args a;
     int status = simulate_parse_args(argc, argv, &a);
@@ -647,149 +948,43 @@ static int cmd_simulate(int argc, char **argv) {
         print_bad_spec("sluice simulate: bad SPEC", a.spec, err);
         return 2;
     }
-    sluice_clock *clk = sluice_clock_manual_new(0);
-    if (!clk) {
-        sluice_policy_free(policy);
-        fprintf(stderr, "sluice simulate: out of memory\n");
-        return 1;
-    }
-    sluice_store_options opts = SLUICE_STORE_OPTIONS_INIT;
-    opts.clock = clk; /* every reading is the line's time, for any kind of store */
-    /* a remote store decides at the trace's times only in client-clock mode:
-     * ask for it unless the URL says otherwise */
-    char url[4096];
-    const char *url_text = a.store_url;
-    if (!strncmp(a.store_url, "redis", 5) && !strstr(a.store_url, "clock=")) {
-        snprintf(url, sizeof url, "%s%sclock=client", a.store_url, strchr(a.store_url, '?') ? "&" : "?");
-        url_text = url;
-    }
-    sluice_store *store = NULL;
-    int rc = SLUICE_EINVAL;
-    if (!shm_dir_missing("simulate", a.store_url) &&
-        (rc = sluice_store_open_err(url_text, &opts, &store, err, sizeof err)) != SLUICE_OK)
-        print_store_error("simulate", a.store_url, err, rc);
-    if (rc != SLUICE_OK) {
-        sluice_clock_free(clk);
+    FILE *svg = NULL;
+    if (a.svg_path && !(svg = fopen(a.svg_path, "w"))) {
+        fprintf(stderr, "sluice simulate: --svg %s: %s\n", a.svg_path, strerror(errno));
         sluice_policy_free(policy);
         return 2;
     }
-
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    int64_t line_no = 0, n_req = 0, n_allowed = 0, n_unenforced = 0, last_t = 0, last_line = 0;
-    int write_errno = 0;
-    status = 0;
-    while ((len = getline(&line, &cap, stdin)) >= 0) {
-        size_t n = (size_t)len;
-        line_no++;
-        if (n > 0 && line[n - 1] == '\n') n--;
-        if (n > 0 && line[n - 1] == '\r') n--;
-        const char *hash = memchr(line, '#', n);
-        if (hash) n = (size_t)(hash - line);
-        token f[3];
-        size_t nf = split_fields(line, n, f, 3);
-        if (nf == 0) continue;
-        if (nf > 3) {
-            status = sim_bad_line(line_no, "more than 3 fields (expected TIME_MS KEY [COST])");
-            break;
-        }
-        int64_t t, cost = 1;
-        int pr = parse_int64(f[0].b, f[0].n, 1, &t);
-        if (pr != 0 || t < SLUICE_TIME_MIN_MS || t > SLUICE_TIME_MAX_MS) {
-            sim_line_error(line_no);
-            fputs("time ", stderr);
-            put_quoted(stderr, f[0].b, f[0].n);
-            if (pr == -1) fprintf(stderr, " is not an integer (ms)\n");
-            else fprintf(stderr, " is outside the accepted range %" PRId64 "..%" PRId64 " ms\n",
-                         SLUICE_TIME_MIN_MS, SLUICE_TIME_MAX_MS);
-            status = 2;
-            break;
-        }
-        if (nf < 2) {
-            status = sim_bad_line(line_no, "missing KEY (expected TIME_MS KEY [COST])");
-            break;
-        }
-        if (nf == 3) {
-            pr = parse_int64(f[2].b, f[2].n, 0, &cost);
-            if (pr != 0 || cost < 1) {
-                sim_line_error(line_no);
-                fputs("cost ", stderr);
-                put_quoted(stderr, f[2].b, f[2].n);
-                fprintf(stderr, " is not a positive integer%s\n", pr == -2 ? " (too large)" : "");
-                status = 2;
-                break;
-            }
-        }
-        if (n_req > 0 && t < last_t && !a.allow_backwards) {
-            status = sim_bad_line(line_no,
-                                  "time %" PRId64 " is before %" PRId64 " (line %" PRId64
-                                  "): times must not decrease (see --allow-backwards)",
-                                  t, last_t, last_line);
-            break;
-        }
-        if (n_req == 0 || t > last_t) last_t = t, last_line = line_no;
-
-        sluice_decision d;
-        sluice_clock_manual_set(clk, t);
-        rc = sluice_store_acquire_at(store, policy, f[1].b, f[1].n, cost, t, &d);
-        if (rc != SLUICE_OK) {
-            const char *msg = sluice_store_errmsg(store);
-            sim_line_error(line_no);
-            fputs("key ", stderr);
-            put_quoted(stderr, f[1].b, f[1].n);
-            if (rc == SLUICE_ECOST) /* say which limit: the store's message cannot */
-                fprintf(stderr, " cost %" PRId64 ": %s: cost %" PRId64 " is above %" PRId64
-                        ", the least limit of the policy: it can never be admitted\n",
-                        cost, sluice_err_name(rc), cost, sluice_policy_max_cost(policy));
-            else
-                fprintf(stderr, " cost %" PRId64 ": %s: %s\n", cost, sluice_err_name(rc),
-                        *msg ? msg : sluice_strerror(rc));
-            status = 2;
-            break;
-        }
-        n_req++;
-        n_allowed += d.allowed;
-        if (!d.enforced && n_unenforced++ == 0) { /* once: a trace makes many decisions */
-            const char *msg = sluice_store_errmsg(store);
-            fflush(stdout);
-            fprintf(stderr, "sluice simulate: warning: line %" PRId64 ": the store could not decide, so the "
-                            "request was %s without being counted: %s (said once; the summary counts them)\n",
-                    line_no, d.allowed ? "admitted" : "denied", *msg ? msg : "no reason given");
-        }
-        printf("t=%" PRId64 " key=", t);
-        fwrite(f[1].b, 1, f[1].n, stdout);
-        printf(" cost=%" PRId64 " allowed=%d remaining=%" PRId64 " retry_after_ms=%" PRId64
-               " reset_ms=%" PRId64 " delay_ms=%" PRId64 "%s\n",
-               cost, d.allowed ? 1 : 0, d.remaining, d.retry_after_ms, d.reset_ms, d.delay_ms,
-               d.enforced ? "" : " enforced=false");
-        if (ferror(stdout)) { /* reported below */
-            write_errno = errno;
-            break;
-        }
-    }
-    if (status == 0 && ferror(stdin)) {
-        fprintf(stderr, "sluice simulate: reading standard input (line %" PRId64 "): %s\n", line_no + 1,
-                strerror(errno));
+    sluice_clock *clk = sluice_clock_manual_new(0);
+    sluice_store *store = NULL;
+    if (!clk) {
+        fprintf(stderr, "sluice simulate: out of memory\n");
         status = 1;
+    } else {
+        status = sim_open_store(&a, clk, &store);
     }
-    free(line);
-    if (fflush(stdout) != 0) write_errno = errno;
-    if (write_errno || ferror(stdout)) {
-        /* none when the reader has gone (EPIPE), as for pipe */
-        if (write_errno != EPIPE)
-            fprintf(stderr, "sluice simulate: writing standard output: %s\n", strerror(write_errno ? write_errno : EIO));
-        if (status == 0) status = 1;
-    }
+    cli_report rep;
+    cli_report_init(&rep, policy, svg != NULL);
+    if (status == 0) status = sim_run(&a, store, policy, clk, &rep);
     if (status == 0) {
         sluice_stats st;
         if (sluice_store_stats(store, &st) != SLUICE_OK) st.keys = -1;
-        fprintf(stderr, "# %" PRId64 " requests, %" PRId64 " allowed, %" PRId64 " denied", n_req, n_allowed,
-                n_req - n_allowed);
+        fprintf(stderr, "# %" PRId64 " requests, %" PRId64 " allowed, %" PRId64 " denied", rep.total.requests,
+                rep.total.allowed, rep.total.denied);
         if (st.keys >= 0) fprintf(stderr, ", %" PRId64 " keys held", st.keys); /* else the store cannot say */
-        if (n_unenforced) fprintf(stderr, ", %" PRId64 " not enforced", n_unenforced);
+        if (rep.not_enforced) fprintf(stderr, ", %" PRId64 " not enforced", rep.not_enforced);
         fputc('\n', stderr);
     }
+    if (svg) {
+        /* the picture of a whole run, else none (the file was made at the
+         * start, to fail before any work) */
+        if (status == 0) status = sim_write_svg(&a, svg, &rep);
+        if (fclose(svg) != 0 && status == 0) {
+            fprintf(stderr, "sluice simulate: --svg %s: %s\n", a.svg_path, strerror(errno));
+            status = 1;
+        }
+        if (status != 0) remove(a.svg_path);
+    }
+    cli_report_free(&rep);
     sluice_store_close(store);
     sluice_clock_free(clk);
     sluice_policy_free(policy);
@@ -1698,33 +1893,6 @@ static const char stats_help[] =
 static const cli_command stats_command = {"stats", "usage: sluice stats [--store URL] [--json]", stats_help,
                                           OPT_STORE | OPT_JSON, 0, 0};
 
-/* The length of the valid UTF-8 sequence at s (1..4), or 0. */
-static int utf8_len(const unsigned char *s) {
-    int n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
-    if (n == 0 || (n == 2 && s[0] < 0xc2) || (n == 4 && s[0] > 0xf4)) return 0;
-    for (int i = 1; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80) return 0;
-    if (n == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))) return 0; /* overlong, surrogate */
-    if (n == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))) return 0;   /* overlong, > U+10FFFF */
-    return n;
-}
-
-/* s as a JSON string: valid UTF-8 as it is, '"', '\\' and control bytes
- * escaped, and a byte that is not UTF-8 as \u00XX (the JSON stays valid). */
-static void put_json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    while (*s) {
-        const unsigned char *u = (const unsigned char *)s;
-        int n = utf8_len(u);
-        if (n == 1 && (*u == '"' || *u == '\\')) fprintf(f, "\\%c", *u);
-        else if (n == 1 && (*u < 0x20 || *u == 0x7f)) fprintf(f, "\\u%04x", *u);
-        else if (n == 0) fprintf(f, "\\u%04x", *u);
-        else fwrite(s, 1, (size_t)n, f);
-        s += n ? n : 1;
-    }
-    fputc('"', f);
-}
-
 static int cmd_stats(int argc, char **argv) {
     cli_args a;
     cli_session s;
@@ -1761,7 +1929,7 @@ static int cmd_stats(int argc, char **argv) {
                 {"refused", st.refused},     {"failures", st.failures}, {"reconnects", st.reconnects}};
     if (a.json) {
         fputs("{\"store\":", stdout);
-        put_json_string(stdout, s.url);
+        cli_put_json_bytes(stdout, s.url, strlen(s.url));
         for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
             printf(",\"%s\":%" PRId64, rows[i].name, rows[i].value);
         fputs("}\n", stdout);
