@@ -8,8 +8,10 @@
  * demo, simulate and version need no files and no environment. check, run,
  * pipe and stats share limits between processes through a store: by default
  * the per-user shared-memory file named by default_store_url() (which reads
- * XDG_RUNTIME_DIR), or any store given with --store URL. */
-#define _POSIX_C_SOURCE 200809L /* pthread barriers, getline, nanosleep */
+ * XDG_RUNTIME_DIR), or any store given with --store URL. simulate's summary
+ * and picture are report.c's and svg.c's (cli.h). SIGPIPE is ignored: a
+ * closed stdout is a write error, reported with each command's status. */
+#define _POSIX_C_SOURCE 200809L /* pthread barriers, getline, nanosleep, ftello */
 #include "cli.h"
 
 #include <errno.h>
