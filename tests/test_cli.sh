@@ -127,6 +127,11 @@ want "check --key -dash" 0 "allowed remaining=1 reset_ms=60000"
 sl check --policy "$P" --store "$S" --manual-clock 60000 -- -dash
 want "check -- -dash" 0 "allowed remaining=0 reset_ms=60000"
 
+# --strict changes nothing for a store that always decides (local stores)
+sl check k --policy "$P" --store "shm:$tmp/strict.shm" --manual-clock 0 --strict
+want "check --strict, a shm: store" 0 "allowed remaining=1 reset_ms=60000"
+[[ -s "$tmp/err" ]] && fail "check --strict, a shm: store: stderr: $(cat "$tmp/err")"
+
 # The real clock: the windows are aligned on CLOCK_MONOTONIC, so only the
 # shape of the line is known.
 sl check real --policy "$P" --store "shm:$tmp/real.shm"
