@@ -9,7 +9,7 @@
 #   make clean
 
 # Debian packages the build and the tests need (one list; add to it here).
-DEPS := cmake gcc make pkg-config binutils redis-server redis-tools libhiredis-dev
+DEPS := cmake gcc make pkg-config binutils redis-server redis-tools libhiredis-dev python3 bsdutils
 
 PREFIX     ?= /usr/local
 BUILD      ?= build

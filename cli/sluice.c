@@ -8,14 +8,17 @@
  * demo, simulate and version need no files and no environment. check, run,
  * pipe and stats share limits between processes through a store: by default
  * the per-user shared-memory file named by default_store_url() (which reads
- * XDG_RUNTIME_DIR), or any store given with --store URL. */
-#define _POSIX_C_SOURCE 200809L /* pthread barriers, getline, nanosleep */
-#include <sluice.h>
+ * XDG_RUNTIME_DIR), or any store given with --store URL. simulate's summary
+ * and picture are report.c's and svg.c's (cli.h). SIGPIPE is ignored: a
+ * closed stdout is a write error, reported with each command's status. */
+#define _POSIX_C_SOURCE 200809L /* pthread barriers, getline, nanosleep, ftello */
+#include "cli.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,17 +48,86 @@ static int cmd_version(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
 
 static const command commands[] = {
-    {"demo", "replay the seed design's scenarios with sluice (deterministic)", cmd_demo},
+    {"demo", "show each algorithm at work on a manual clock (the same every run)", cmd_demo},
     {"simulate", "replay a request trace (stdin) against a policy; see simulate --help",
      cmd_simulate},
     {"check", "decide one request for KEY in a shared store; exit 0 allowed, 1 denied", cmd_check},
     {"run", "acquire for KEY (waiting with --wait), then run a command", cmd_run},
     {"pipe", "copy standard input to standard output at a policy's rate", cmd_pipe},
     {"stats", "print a store's keys, capacity and counters", cmd_stats},
-    {"version", "print the version", cmd_version},
+    {"version", "print the version (also --version, -V)", cmd_version},
     {"help", "show this help (also --help, -h)", cmd_help},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+/* SIGPIPE is ignored (main), so that a closed standard output is a write
+ * error each command reports with its documented status, not a death by
+ * signal (status 141); run gives the command it starts the disposition
+ * sluice was started with. */
+static struct sigaction sigpipe_inherited;
+
+/* Flushes stdout; 0, or 1 with a message when writing failed. */
+static int finish_stdout(const char *cmd) {
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "sluice %s: writing standard output: %s\n", cmd, strerror(errno));
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- store URLs: what the commands say about a store they cannot open ---- */
+
+#define CLI_URL_MAX 4096
+
+/* The path of a shm: URL (up to its '?') in buf; 0, or -1 when url is not
+ * shm: or the path does not fit. */
+static int shm_path(const char *url, char *buf, size_t len) {
+    size_t n = strncmp(url, "shm:", 4) == 0 ? strcspn(url + 4, "?") : 0;
+    if (n == 0 || n >= len) return -1;
+    memcpy(buf, url + 4, n);
+    buf[n] = 0;
+    return 0;
+}
+
+/* For a shm: URL whose file would be in a directory that is not there: 2,
+ * with the message saying so (the library's open would only say "No such
+ * file or directory" of the file); else 0. */
+static int shm_dir_missing(const char *cmd, const char *url) {
+    char path[CLI_URL_MAX];
+    struct stat st;
+    if (shm_path(url, path, sizeof path) != 0) return 0;
+    char *slash = strrchr(path, '/');
+    if (!slash) return 0;           /* the current directory */
+    if (slash == path) slash[1] = 0; /* "/" */
+    else *slash = 0;
+    if (stat(path, &st) != 0) {
+        if (errno != ENOENT && errno != ENOTDIR) return 0; /* e.g. no permission: the open says it */
+        fprintf(stderr, "sluice %s: store %s: directory %s does not exist\n", cmd, url, path);
+    } else if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "sluice %s: store %s: %s is not a directory\n", cmd, url, path);
+    } else {
+        return 0;
+    }
+    return 2;
+}
+
+/* A store that could not be opened, on stderr: the library's message msg
+ * (or rc's name), after "store URL: " unless msg already names the store
+ * (its URL up to '?', or a shm: path), so that nothing is said twice. */
+static void print_store_error(const char *cmd, const char *url, const char *msg, int rc) {
+    char base[CLI_URL_MAX];
+    size_t n = strcspn(url, "?");
+    if (!*msg) msg = sluice_strerror(rc);
+    if (n < sizeof base) {
+        memcpy(base, url, n);
+        base[n] = 0;
+        if (strstr(msg, base) || (shm_path(url, base, sizeof base) == 0 && strstr(msg, base))) {
+            fprintf(stderr, "sluice %s: %s\n", cmd, msg);
+            return;
+        }
+    }
+    fprintf(stderr, "sluice %s: store %s: %s\n", cmd, url, msg);
+}
 
 static void usage(FILE *out) {
     fprintf(out, "usage: sluice <command> [arguments]\n\n"
@@ -83,18 +155,18 @@ static int cmd_help(int argc, char **argv) {
     (void)argc;
     (void)argv;
     usage(stdout);
-    return 0;
+    return finish_stdout("help");
 }
 
 static int cmd_version(int argc, char **argv) {
     int rc = no_arguments(argc, argv, "Prints the version of sluice.");
     if (rc) return rc < 0 ? 0 : rc;
     printf("sluice %s\n", sluice_version());
-    return 0;
+    return finish_stdout("version");
 }
 
 /* ------------------------------------------------------------------------ */
-/* demo: the seed's Main, replayed with sluice                               */
+/* demo: each algorithm at work, on a manual clock                           */
 /* ------------------------------------------------------------------------ */
 
 /* The demo stops at the first library error: it prints it and exits 1. */
@@ -108,28 +180,31 @@ static int ok(int rc, const char *what) {
     return rc == SLUICE_OK;
 }
 
-/* The seed's Decision record, as Java prints it (no newline). */
-static void print_record(const sluice_decision *d) {
-    if (d->allowed)
-        printf("Allowed[remaining=%" PRId64 "]", d->remaining);
-    else
-        printf("Denied[retryAfterMs=%" PRId64 "]", d->retry_after_ms);
+/* A scenario's first line: what it shows, and the configuration's text. */
+static void demo_header(const char *what, const sluice_config *c, const char *tail) {
+    char text[128];
+    if (sluice_config_format(c, text, sizeof text) < 0) text[0] = 0;
+    printf("%s: %s%s\n", what, text, tail);
 }
 
-/* A line of the seed's output: label padded to 8 columns, record, note. */
-static void print_decision(const char *label, const sluice_decision *d, const char *note) {
-    printf("%-8s", label);
-    print_record(d);
+/* A decision as the CLI writes them: label padded to 9 columns, the cost
+ * when it is not 1, "allowed remaining=R" or "denied retry_after_ms=X",
+ * then note. */
+static void print_decision(const char *label, int64_t cost, const sluice_decision *d, const char *note) {
+    printf("%-9s", label);
+    if (cost != 1) printf("cost=%" PRId64 " ", cost);
+    if (d->allowed) printf("allowed remaining=%" PRId64, d->remaining);
+    else printf("denied retry_after_ms=%" PRId64, d->retry_after_ms);
     printf("%s\n", note);
 }
 
 static void acquire_print(sluice_limiter *l, int64_t cost, const char *label, const char *note) {
     sluice_decision d;
-    if (ok(sluice_acquire(l, cost, &d), "acquire")) print_decision(label, &d, note);
+    if (ok(sluice_acquire(l, cost, &d), "acquire")) print_decision(label, cost, &d, note);
 }
 
-/* A cost the limiter can never admit is an error, not a denial; the seed
- * throws, we get SLUICE_ECOST and build its message from the limit. */
+/* A cost the limiter can never admit is an error, not a denial:
+ * SLUICE_ECOST, with a message built from the limit. */
 static void demo_bad_cost(sluice_limiter *l, int64_t cost) {
     sluice_decision d;
     int rc = sluice_acquire(l, cost, &d);
@@ -165,13 +240,14 @@ static void demo_token_bucket(void) {
         return;
     }
     if (ok(sluice_limiter_new(&c, clk, &l), "token bucket")) {
+        demo_header("a token bucket", &c, " (3 tokens, one back a second)");
         for (int i = 0; i < 4; i++) acquire_print(l, 1, "t=0", "");
         sluice_clock_manual_advance(clk, 500);
         acquire_print(l, 1, "t=500", "");
         sluice_clock_manual_advance(clk, 500);
         acquire_print(l, 1, "t=1000", "");
         sluice_clock_manual_advance(clk, 60000);
-        acquire_print(l, 3, "t=61000", " (refill is capped at capacity)");
+        acquire_print(l, 3, "t=61000", " (a minute idle refills 3 tokens, no more)");
         demo_bad_cost(l, 5);
         demo_bad_config(sluice_token_bucket(0, 1, 1000));
     }
@@ -189,21 +265,20 @@ static void demo_sliding_window(void) {
         return;
     }
     if (ok(sluice_limiter_new(&c, clk, &l), "sliding window")) {
+        printf("\n");
+        demo_header("a sliding window", &c, " (the last window's count fades out)");
         acquire_print(l, 10, "t=900", "");
         sluice_clock_manual_advance(clk, 100);
         acquire_print(l, 1, "t=1000", "");
-        printf("# the seed prints retryAfterMs=1000 here: its hint is the next window boundary.\n"
-               "# sluice gives the exact earliest retry: at t=1100 the previous window's 10 weigh\n"
-               "# 10*900/1000 = 9, and 9 + 1 <= 10.\n");
+        printf("# the exact earliest retry, not the next window boundary (1000 ms away): at\n"
+               "# t=1100 the previous window's 10 weigh 10*900/1000 = 9, and 9 + 1 <= 10.\n");
         sluice_clock_manual_advance(clk, 500);
         acquire_print(l, 5, "t=1500", "");
         acquire_print(l, 1, "t=1500", "");
-        printf("# the seed prints retryAfterMs=500 here (the next boundary); at t=1600 the previous\n"
-               "# window weighs 10*400/1000 = 4, and 4 + 5 + 1 <= 10.\n"
-               "# the seed also floors the previous window's weight, prev*(W-e)/W, so it can admit\n"
-               "# what the estimate refuses (9.5 + 1 taken as 9 + 1 <= 10); sluice compares the\n"
-               "# exact rational prev*(W-e) + (cur+n)*W <= L*W. Here the weights are whole, so\n"
-               "# the decisions agree.\n");
+        printf("# again not the next boundary (500 ms away): at t=1600 the previous window\n"
+               "# weighs 10*400/1000 = 4, and 4 + 5 + 1 <= 10. The weight is compared exactly,\n"
+               "# prev*(W-e) + (cur+n)*W <= L*W, never rounded down (which would take\n"
+               "# 9.5 + 1 for 9 + 1 <= 10 and admit one too many).\n");
     }
     sluice_limiter_free(l);
     sluice_clock_free(clk);
@@ -219,6 +294,8 @@ static void demo_fixed_window(void) {
         return;
     }
     if (ok(sluice_limiter_new(&c, clk, &l), "fixed window")) {
+        printf("\n");
+        demo_header("a fixed window", &c, " (the burst at a boundary)");
         int before = 0, after = 0;
         sluice_decision d;
         for (int i = 0; i < 10; i++)
@@ -241,11 +318,10 @@ static int ok_store(int rc, sluice_store *s, const char *what) {
     return rc == SLUICE_OK;
 }
 
-/* Per key: one store holds an independent state per key, and the algorithm
- * comes from configuration (the policy's text form). The seed's
- * PerKeyLimiter is a map of limiters built on first use; a sluice store is
- * that map, bounded (max_keys) and thread-safe. The same store then serves
- * the seed's exhaustive switch: alice's fourth request, still at t=0. */
+/* Per key: one store holds an independent state per key (a map of limiters
+ * built on first use, bounded by max_keys and thread-safe), and the
+ * algorithm comes from configuration (the policy's text form). Then a
+ * caller's two branches, on alice's fourth request, still at t=0. */
 static void demo_per_key(void) {
     static const char *const keys[] = {"alice", "alice", "alice", "bob"};
     char err[256];
@@ -268,12 +344,12 @@ static void demo_per_key(void) {
     } else {
         sluice_decision d;
         sluice_stats st;
+        printf("\n");
+        demo_header("per key (a memory: store)", sluice_policy_part(p, 0), ", every request at t=0");
         for (size_t i = 0; i < sizeof keys / sizeof keys[0] && !demo_failed; i++) {
             if (!ok_store(sluice_store_acquire(s, p, keys[i], strlen(keys[i]), 1, &d), s, "store acquire"))
                 break;
-            printf("%s: ", keys[i]);
-            print_record(&d);
-            putchar('\n');
+            print_decision(keys[i], 1, &d, "");
         }
         if (!demo_failed && ok(sluice_store_stats(s, &st), "store stats"))
             printf("tracked keys: %" PRId64 "\n", st.keys);
@@ -281,10 +357,10 @@ static void demo_per_key(void) {
         if (!demo_failed && ok_store(sluice_store_acquire(s, p, "alice", 5, 1, &d), s, "store acquire")) {
             switch ((int)d.allowed) {
             case 1:
-                printf("go, %" PRId64 " left\n", d.remaining);
+                printf("alice again: go, %" PRId64 " left\n", d.remaining);
                 break;
             case 0:
-                printf("wait %" PRId64 " ms\n", d.retry_after_ms);
+                printf("alice again: wait %" PRId64 " ms\n", d.retry_after_ms);
                 break;
             }
         }
@@ -325,6 +401,8 @@ static void demo_threads(void) {
         return;
     }
     if (ok(sluice_limiter_new(&c, clk, &l), "token bucket")) {
+        printf("\n");
+        demo_header("8 threads, one limiter", &c, ", a clock that stands still");
         pthread_barrier_t start;
         pthread_t tid[N_THREADS];
         worker w[N_THREADS];
@@ -356,9 +434,9 @@ static void demo_threads(void) {
 
 static int cmd_demo(int argc, char **argv) {
     int rc = no_arguments(argc, argv,
-                          "Replays the scenarios of the design sluice grew from (a token bucket, a\n"
-                          "sliding and a fixed window, per-key limits, threads) on a manual clock,\n"
-                          "so its output is the same every run.");
+                          "Shows sluice's limits at work: a token bucket, a sliding and a fixed\n"
+                          "window, per-key limits in a store, and threads sharing one limiter. Time\n"
+                          "is a manual clock, so the output is the same every run.");
     if (rc) return rc < 0 ? 0 : rc;
     demo_failed = 0;
     demo_token_bucket();
@@ -366,6 +444,7 @@ static int cmd_demo(int argc, char **argv) {
     if (!demo_failed) demo_fixed_window();
     if (!demo_failed) demo_per_key();
     if (!demo_failed) demo_threads();
+    if (finish_stdout("demo")) return 1;
     return demo_failed ? 1 : 0;
 }
 
@@ -373,12 +452,19 @@ static int cmd_demo(int argc, char **argv) {
 /* simulate: replay a request trace against a policy in a store             */
 /* ------------------------------------------------------------------------ */
 
+#define SIM_USAGE                                                                                  \
+    "usage: sluice simulate [SPEC | --policy SPEC] [--store URL] [--allow-backwards] [--json]\n" \
+    "                       [--summary[=N|all]] [--svg FILE]"
+#define SIM_SUMMARY_TOP 10 /* keys in a summary unless --summary=N */
+#define SIM_SVG_PANELS 6   /* keys in the picture */
+
 static const char simulate_help[] =
-    "usage: sluice simulate SPEC [--store URL] [--allow-backwards]\n"
+    SIM_USAGE "\n"
     "\n"
     "Replays a trace of requests read from standard input against the policy SPEC\n"
-    "(e.g. 'token-bucket capacity=2 rate=1/s', or several joined by ';'), with one\n"
-    "state per key in the store URL, and prints every decision.\n"
+    "(e.g. 'token-bucket capacity=2 rate=1/s', or several joined by ';'), given\n"
+    "as an argument or with --policy, with one state per key in the store URL,\n"
+    "and prints every decision, or a summary, or draws the run.\n"
     "\n"
     "input: one request per line, fields separated by spaces or tabs:\n"
     "  TIME_MS KEY [COST]\n"
@@ -392,10 +478,31 @@ static const char simulate_help[] =
     "\n"
     "output: one line per request, on stdout:\n"
     "  t=TIME key=KEY cost=N allowed=0|1 remaining=R retry_after_ms=X reset_ms=Y delay_ms=Z\n"
-    "with the fields of the decision (docs/semantics.md); then, on stderr:\n"
-    "  # N requests, A allowed, D denied, K keys held\n"
+    "with the fields of the decision (docs/semantics.md; \" enforced=false\" is\n"
+    "added when a remote store could not decide, with a warning once); then, on\n"
+    "stderr:\n"
+    "  # N requests, A allowed, D denied, K keys held[, U not enforced]\n"
+    "With --json, one JSON object per request with every field of the decision:\n"
+    "  {\"t\":0,\"key\":\"alice\",\"cost\":1,\"allowed\":true,\"remaining\":1,\n"
+    "   \"retry_after_ms\":0,\"reset_ms\":1000,\"delay_ms\":0,\"limit\":2,\"part\":0,\n"
+    "   \"enforced\":true}\n"
+    "(limit: that of the part with the least remaining; part: its index; a key's\n"
+    "bytes that are not UTF-8 as \\u00XX).\n"
+    "With --summary, no line per request; at the end, on stdout:\n"
+    "  requests=N allowed=A denied=D keys=K[ not_enforced=U]\n"
+    "  part=I requests=N allowed=A denied=D config=TEXT   (each part)\n"
+    "  key=KEY requests=N allowed=A denied=D              (the most denied first)\n"
+    "  other_keys=K requests=N allowed=A denied=D         (the keys not listed)\n"
+    "A part's requests are the decisions it set: it had the least remaining (on\n"
+    "a denial, it is one that denied). With --json the summary is one object:\n"
+    "{requests, allowed, denied, keys, not_enforced, parts: [{part, config,\n"
+    "requests, allowed, denied}], most_denied: [{key, requests, allowed,\n"
+    "denied}], other_keys: {keys, requests, allowed, denied}}.\n"
+    "When standard error is a terminal, a long run (over a second) shows its\n"
+    "progress there on one line, erased at the end.\n"
     "\n"
     "options:\n"
+    "  --policy SPEC      the policy (or SPEC as an argument)\n"
     "  --store URL        where the per-key states live (default memory:), e.g.\n"
     "                     'memory:?max_keys=1000&on_full=refuse' or\n"
     "                     'redis://127.0.0.1:6379' (clock=client is added, so\n"
@@ -404,15 +511,24 @@ static const char simulate_help[] =
     "                     backwards: an earlier time is decided at the highest\n"
     "                     time a request was admitted at, and its waits are\n"
     "                     lengthened to count from the line's own time.\n"
+    "  --json             JSON objects instead of lines (see output)\n"
+    "  --summary[=N|all]  the summary instead of a line per request, with the N\n"
+    "                     keys most denied (default 10), or all of them\n"
+    "  --svg FILE         also draw the run in FILE, an SVG picture: for the 6\n"
+    "                     keys with the most requests, admitted and denied\n"
+    "                     requests per time bin and what remains, over the\n"
+    "                     trace's time (keeps 16 bytes a request in memory; not\n"
+    "                     written when the run fails)\n"
     "  -h, --help         this help\n"
     "\n"
     "exit status: 0 when every line was decided; 2 for a bad SPEC, option or store\n"
-    "URL (or a store that cannot be opened), and for a bad line (a bad time, key\n"
-    "or cost, a time that goes back, a cost above what the policy can ever\n"
-    "admit) or a store error (e.g. a full store that refuses a new key),\n"
-    "reported on stderr as\n"
-    "'sluice simulate: line N: WHAT' once the lines before it are printed (the\n"
-    "run stops there: nothing is skipped); 1 when reading or writing fails.\n"
+    "URL (or a store that cannot be opened, or an --svg FILE that cannot be\n"
+    "made), and for a bad line (a bad time, key or cost, a time that goes back,\n"
+    "a cost above what the policy can ever admit) or a store error (e.g. a full\n"
+    "store that refuses a new key), reported on stderr as 'sluice simulate: line\n"
+    "N: WHAT' once the lines before it are printed (the run stops there: nothing\n"
+    "is skipped); 1 when reading or writing fails (no message when the reader of\n"
+    "standard output has gone, as after | head).\n"
     "\n"
     "example:\n"
     "  $ printf '0 alice\\n0 alice\\n0 alice  # a third at once\\n500 alice\\n500 bob 2\\n' |\n"
@@ -480,46 +596,81 @@ static size_t split_fields(const char *line, size_t n, token *tok, size_t max) {
     }
 }
 
+/* What simulate was asked for. */
 typedef struct {
-    const char *spec, *store_url;
-    int allow_backwards;
+    const char *spec, *store_url, *svg_path;
+    int allow_backwards, json, summary;
+    size_t summary_top;        /* keys in the summary; 0: every key */
+    int64_t progress_after_ms; /* progress shows once a run is this long */
 } simulate_args;
 
 static int simulate_usage_error(const char *fmt, const char *arg) {
     fprintf(stderr, "sluice simulate: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nusage: sluice simulate SPEC [--store URL] [--allow-backwards] (see --help)\n");
+    fprintf(stderr, "\n" SIM_USAGE "\n(see sluice simulate --help)\n");
     return 2;
 }
 
+/* The value of option name in argv[*i]: after '=' in the same argument
+ * (when eq), else the next argument (*i moves on). NULL when there is none. */
+static const char *option_value(int argc, char **argv, int *i, const char *eq) {
+    if (eq) return eq + 1;
+    return *i + 1 < argc ? argv[++*i] : NULL;
+}
+
 /* Options may come before or after SPEC; "--" ends them. Returns -1 when
- * help was printed, else an exit status (0: go on). */
+ * help was printed, else an exit status (0: go on).
+ * Test-only, deliberately absent from --help and the man page:
+ *   --progress-after-ms MS  progress shows (on a terminal) once the run has
+ *       lasted MS (default 1000; 0: from the first update), so that a test
+ *       under a pty sees it without a long trace. */
 static int simulate_parse_args(int argc, char **argv, simulate_args *a) {
     int options = 1;
-    *a = (simulate_args){NULL, "memory:", 0};
+    *a = (simulate_args){NULL, "memory:", NULL, 0, 0, 0, SIM_SUMMARY_TOP, 1000};
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
-        if (options && s[0] == '-' && s[1] != 0) {
-            if (strcmp(s, "--") == 0) {
-                options = 0;
-            } else if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
-                fputs(simulate_help, stdout);
-                return -1;
-            } else if (strcmp(s, "--allow-backwards") == 0) {
-                a->allow_backwards = 1;
-            } else if (strcmp(s, "--store") == 0) {
-                if (i + 1 == argc) return simulate_usage_error("option %s needs a URL", s);
-                a->store_url = argv[++i];
-            } else if (strncmp(s, "--store=", 8) == 0) {
-                a->store_url = s + 8;
-            } else {
-                return simulate_usage_error("unknown option '%s'", s);
-            }
-        } else if (a->spec) {
-            return simulate_usage_error("unexpected argument '%s' (quote SPEC as one argument)", s);
-        } else {
+        if (!options || s[0] != '-' || s[1] == 0) {
+            if (a->spec) return simulate_usage_error("unexpected argument '%s' (quote SPEC as one argument)", s);
             a->spec = s;
+            continue;
         }
+        const char *eq = strchr(s, '=');
+        size_t n = eq ? (size_t)(eq - s) : strlen(s);
+#define IS(name) (n == strlen(name) && strncmp(s, name, n) == 0)
+        if (strcmp(s, "--") == 0) {
+            options = 0;
+        } else if (strcmp(s, "-h") == 0 || strcmp(s, "--help") == 0) {
+            fputs(simulate_help, stdout);
+            return -1;
+        } else if (IS("--allow-backwards") || IS("--json")) {
+            if (eq) return simulate_usage_error("option %s takes no value", s);
+            if (IS("--json")) a->json = 1;
+            else a->allow_backwards = 1;
+        } else if (IS("--store")) {
+            if (!(a->store_url = option_value(argc, argv, &i, eq)) || !*a->store_url)
+                return simulate_usage_error("option %s needs a URL", "--store");
+        } else if (IS("--policy")) {
+            if (a->spec) return simulate_usage_error("%s", "SPEC is given twice (as an argument and --policy)");
+            if (!(a->spec = option_value(argc, argv, &i, eq)))
+                return simulate_usage_error("option %s needs a value (SPEC)", "--policy");
+        } else if (IS("--svg")) {
+            if (!(a->svg_path = option_value(argc, argv, &i, eq)) || !*a->svg_path)
+                return simulate_usage_error("option %s needs a FILE", "--svg");
+        } else if (IS("--summary")) {
+            int64_t top;
+            a->summary = 1;
+            if (!eq) continue; /* --summary N would be ambiguous with SPEC: only --summary=N */
+            if (strcmp(eq + 1, "all") == 0) a->summary_top = 0;
+            else if (parse_int64(eq + 1, strlen(eq + 1), 0, &top) == 0 && top >= 1) a->summary_top = (size_t)top;
+            else return simulate_usage_error("--summary=%s: expected a number of keys (1 or more) or all", eq + 1);
+        } else if (IS("--progress-after-ms")) {
+            const char *v = option_value(argc, argv, &i, eq);
+            if (!v || parse_int64(v, strlen(v), 0, &a->progress_after_ms) != 0)
+                return simulate_usage_error("%s", "--progress-after-ms needs a number of ms");
+        } else {
+            return simulate_usage_error("unknown option '%s'", s);
+        }
+#undef IS
     }
     if (!a->spec) return simulate_usage_error("%s", "missing SPEC, e.g. 'token-bucket capacity=2 rate=1/s'");
     return 0;
@@ -539,11 +690,58 @@ static void print_bad_spec(const char *what, const char *spec, const char *err) 
     fprintf(stderr, "  %s\n  %*s^\n", spec, (int)pos, "");
 }
 
+/* ---- progress, on a terminal, for long runs ---- */
+
+/* One line on stderr, rewritten in place ("\r"), at most 5 times a second,
+ * once the run has lasted progress_after_ms; only when stderr is a
+ * terminal (a log or a pipe gets none); erased before any other message
+ * and at the end. Real time (the monotonic clock), not the trace's. */
+typedef struct {
+    int on;            /* stderr is a terminal */
+    int shown;         /* a line is on the screen */
+    int64_t start_ms, next_ms;
+    int64_t input_bytes; /* stdin's size when it is a file, else -1 */
+} sim_progress;
+
+static sim_progress progress;
+
+static void progress_start(int64_t after_ms) {
+    struct stat st;
+    progress.on = isatty(2);
+    progress.shown = 0;
+    progress.start_ms = sluice_clock_now_ms(sluice_clock_monotonic());
+    progress.next_ms = progress.start_ms + after_ms;
+    progress.input_bytes = fstat(0, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 ? (int64_t)st.st_size : -1;
+}
+
+/* Called every few thousand lines. */
+static void progress_update(int64_t line_no, int64_t n_req) {
+    if (!progress.on) return;
+    int64_t now = sluice_clock_now_ms(sluice_clock_monotonic());
+    if (now < progress.next_ms) return;
+    progress.next_ms = now + 200;
+    int64_t s10 = (now - progress.start_ms) / 100; /* tenths of a second */
+    fprintf(stderr, "\rsluice simulate: line %" PRId64 ", %" PRId64 " requests", line_no, n_req);
+    off_t pos = progress.input_bytes > 0 ? ftello(stdin) : -1;
+    if (pos >= 0) fprintf(stderr, ", %d%% of the input", (int)((int64_t)pos * 100 / progress.input_bytes));
+    fprintf(stderr, ", %" PRId64 ".%" PRId64 " s\033[K", s10 / 10, s10 % 10);
+    fflush(stderr);
+    progress.shown = 1;
+}
+
+static void progress_clear(void) {
+    if (!progress.shown) return;
+    fputs("\r\033[K", stderr);
+    fflush(stderr);
+    progress.shown = 0;
+}
+
 static int sim_bad_line(int64_t line_no, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Starts the message about line line_no on stderr. */
 static void sim_line_error(int64_t line_no) {
     fflush(stdout); /* the decisions of the lines before it come first */
+    progress_clear();
     fprintf(stderr, "sluice simulate: line %" PRId64 ": ", line_no);
 }
 
@@ -558,6 +756,189 @@ static int sim_bad_line(int64_t line_no, const char *fmt, ...) {
     return 2;
 }
 
+/* ---- one line of the trace ---- */
+
+/* One request of the trace. */
+typedef struct {
+    int64_t t, cost;
+    token key;
+} sim_request;
+
+/* Reads line[0..n) (its newline dropped): 0 with *q set, 1 for a line with
+ * no request (blank, a comment), 2 for a bad line (said). */
+static int sim_parse_line(char *line, size_t n, int64_t line_no, sim_request *q) {
+    if (n > 0 && line[n - 1] == '\r') n--;
+    const char *hash = memchr(line, '#', n);
+    if (hash) n = (size_t)(hash - line);
+    token f[3];
+    size_t nf = split_fields(line, n, f, 3);
+    if (nf == 0) return 1;
+    if (nf > 3) return sim_bad_line(line_no, "more than 3 fields (expected TIME_MS KEY [COST])");
+    int pr = parse_int64(f[0].b, f[0].n, 1, &q->t);
+    if (pr != 0 || q->t < SLUICE_TIME_MIN_MS || q->t > SLUICE_TIME_MAX_MS) {
+        sim_line_error(line_no);
+        fputs("time ", stderr);
+        put_quoted(stderr, f[0].b, f[0].n);
+        if (pr == -1) fprintf(stderr, " is not an integer (ms)\n");
+        else fprintf(stderr, " is outside the accepted range %" PRId64 "..%" PRId64 " ms\n", SLUICE_TIME_MIN_MS,
+                     SLUICE_TIME_MAX_MS);
+        return 2;
+    }
+    if (nf < 2) return sim_bad_line(line_no, "missing KEY (expected TIME_MS KEY [COST])");
+    q->key = f[1];
+    q->cost = 1;
+    if (nf == 3) {
+        pr = parse_int64(f[2].b, f[2].n, 0, &q->cost);
+        if (pr != 0 || q->cost < 1) {
+            sim_line_error(line_no);
+            fputs("cost ", stderr);
+            put_quoted(stderr, f[2].b, f[2].n);
+            fprintf(stderr, " is not a positive integer%s\n", pr == -2 ? " (too large)" : "");
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* One decision on stdout: a line of name=value, or a JSON object. */
+static void sim_print(const simulate_args *a, const sim_request *q, const sluice_decision *d) {
+    if (a->json) {
+        printf("{\"t\":%" PRId64 ",\"key\":", q->t);
+        cli_put_json_bytes(stdout, q->key.b, q->key.n);
+        printf(",\"cost\":%" PRId64 ",\"allowed\":%s,\"remaining\":%" PRId64 ",\"retry_after_ms\":%" PRId64
+               ",\"reset_ms\":%" PRId64 ",\"delay_ms\":%" PRId64 ",\"limit\":%" PRId64
+               ",\"part\":%d,\"enforced\":%s}\n",
+               q->cost, d->allowed ? "true" : "false", d->remaining, d->retry_after_ms, d->reset_ms, d->delay_ms,
+               d->limit, (int)d->part, d->enforced ? "true" : "false");
+        return;
+    }
+    printf("t=%" PRId64 " key=", q->t);
+    fwrite(q->key.b, 1, q->key.n, stdout);
+    printf(" cost=%" PRId64 " allowed=%d remaining=%" PRId64 " retry_after_ms=%" PRId64 " reset_ms=%" PRId64
+           " delay_ms=%" PRId64 "%s\n",
+           q->cost, d->allowed ? 1 : 0, d->remaining, d->retry_after_ms, d->reset_ms, d->delay_ms,
+           d->enforced ? "" : " enforced=false");
+}
+
+/* ---- the command ---- */
+
+/* Opens the store of a: 0, or 2 with a message. A remote store decides at
+ * the trace's times only in client-clock mode: it is asked for unless the
+ * URL says otherwise. */
+static int sim_open_store(const simulate_args *a, const sluice_clock *clk, sluice_store **store) {
+    char err[256], url[CLI_URL_MAX];
+    sluice_store_options opts = SLUICE_STORE_OPTIONS_INIT;
+    opts.clock = clk; /* every reading is the line's time, for any kind of store */
+    const char *url_text = a->store_url;
+    if (!strncmp(a->store_url, "redis", 5) && !strstr(a->store_url, "clock=")) {
+        snprintf(url, sizeof url, "%s%sclock=client", a->store_url, strchr(a->store_url, '?') ? "&" : "?");
+        url_text = url;
+    }
+    if (shm_dir_missing("simulate", a->store_url)) return 2;
+    int rc = sluice_store_open_err(url_text, &opts, store, err, sizeof err);
+    if (rc != SLUICE_OK) {
+        print_store_error("simulate", a->store_url, err, rc);
+        return 2;
+    }
+    return 0;
+}
+
+/* Decides every line of stdin; the exit status (messages said). */
+static int sim_run(const simulate_args *a, sluice_store *store, const sluice_policy *policy, sluice_clock *clk,
+                   cli_report *rep) {
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    int64_t line_no = 0, last_t = 0, last_line = 0;
+    int write_errno = 0, status = 0;
+    progress_start(a->progress_after_ms);
+    while ((len = getline(&line, &cap, stdin)) >= 0) {
+        size_t n = (size_t)len;
+        sim_request q;
+        line_no++;
+        if ((line_no & 4095) == 0) progress_update(line_no, rep->total.requests);
+        if (n > 0 && line[n - 1] == '\n') n--;
+        if ((status = sim_parse_line(line, n, line_no, &q)) == 1) continue;
+        if (status) break;
+        if (rep->total.requests > 0 && q.t < last_t && !a->allow_backwards) {
+            status = sim_bad_line(line_no,
+                                  "time %" PRId64 " is before %" PRId64 " (line %" PRId64
+                                  "): times must not decrease (see --allow-backwards)",
+                                  q.t, last_t, last_line);
+            break;
+        }
+        if (rep->total.requests == 0 || q.t > last_t) last_t = q.t, last_line = line_no;
+
+        sluice_decision d;
+        sluice_clock_manual_set(clk, q.t);
+        int rc = sluice_store_acquire_at(store, policy, q.key.b, q.key.n, q.cost, q.t, &d);
+        if (rc != SLUICE_OK) {
+            const char *msg = sluice_store_errmsg(store);
+            sim_line_error(line_no);
+            fputs("key ", stderr);
+            put_quoted(stderr, q.key.b, q.key.n);
+            if (rc == SLUICE_ECOST) /* say which limit: the store's message cannot */
+                fprintf(stderr, " cost %" PRId64 ": %s: cost %" PRId64 " is above %" PRId64
+                        ", the least limit of the policy: it can never be admitted\n",
+                        q.cost, sluice_err_name(rc), q.cost, sluice_policy_max_cost(policy));
+            else
+                fprintf(stderr, " cost %" PRId64 ": %s: %s\n", q.cost, sluice_err_name(rc),
+                        *msg ? msg : sluice_strerror(rc));
+            status = 2;
+            break;
+        }
+        if (!d.enforced && rep->not_enforced == 0) { /* once: a trace makes many decisions */
+            const char *msg = sluice_store_errmsg(store);
+            fflush(stdout);
+            progress_clear();
+            fprintf(stderr, "sluice simulate: warning: line %" PRId64 ": the store could not decide, so the "
+                            "request was %s without being counted: %s (said once; the summary counts them)\n",
+                    line_no, d.allowed ? "admitted" : "denied", *msg ? msg : "no reason given");
+        }
+        if (cli_report_add(rep, q.t, q.key.b, q.key.n, &d) != 0) {
+            progress_clear();
+            fprintf(stderr, "sluice simulate: line %" PRId64 ": out of memory\n", line_no);
+            status = 1;
+            break;
+        }
+        if (!a->summary) sim_print(a, &q, &d);
+        if (ferror(stdout)) { /* reported below */
+            write_errno = errno;
+            break;
+        }
+    }
+    progress_clear();
+    if (status == 0 && ferror(stdin)) {
+        fprintf(stderr, "sluice simulate: reading standard input (line %" PRId64 "): %s\n", line_no + 1,
+                strerror(errno));
+        status = 1;
+    }
+    free(line);
+    if (status == 0 && a->summary && cli_report_summary(rep, stdout, a->json, a->summary_top) != 0) {
+        fprintf(stderr, "sluice simulate: out of memory for the summary\n");
+        status = 1;
+    }
+    if (fflush(stdout) != 0) write_errno = errno;
+    if (write_errno || ferror(stdout)) {
+        /* none when the reader has gone (EPIPE), as for pipe */
+        if (write_errno != EPIPE)
+            fprintf(stderr, "sluice simulate: writing standard output: %s\n", strerror(write_errno ? write_errno : EIO));
+        if (status == 0) status = 1;
+    }
+    return status;
+}
+
+/* Writes the picture to a->svg_path: 0, or 1 with a message. */
+static int sim_write_svg(const simulate_args *a, FILE *svg, const cli_report *rep) {
+    int rc = cli_svg_write(rep, svg, a->spec, SIM_SVG_PANELS);
+    if (rc != 0) fprintf(stderr, "sluice simulate: --svg %s: out of memory\n", a->svg_path);
+    if (fflush(svg) != 0 || ferror(svg)) {
+        fprintf(stderr, "sluice simulate: --svg %s: %s\n", a->svg_path, strerror(errno));
+        rc = -1;
+    }
+    return rc ? 1 : 0;
+}
+
 static int cmd_simulate(int argc, char **argv) {
     simulate_args a;
     int status = simulate_parse_args(argc, argv, &a);
@@ -569,129 +950,43 @@ static int cmd_simulate(int argc, char **argv) {
         print_bad_spec("sluice simulate: bad SPEC", a.spec, err);
         return 2;
     }
-    sluice_clock *clk = sluice_clock_manual_new(0);
-    if (!clk) {
-        sluice_policy_free(policy);
-        fprintf(stderr, "sluice simulate: out of memory\n");
-        return 1;
-    }
-    sluice_store_options opts = SLUICE_STORE_OPTIONS_INIT;
-    opts.clock = clk; /* every reading is the line's time, for any kind of store */
-    /* a remote store decides at the trace's times only in client-clock mode:
-     * ask for it unless the URL says otherwise */
-    char url[4096];
-    const char *url_text = a.store_url;
-    if (!strncmp(a.store_url, "redis", 5) && !strstr(a.store_url, "clock=")) {
-        snprintf(url, sizeof url, "%s%sclock=client", a.store_url, strchr(a.store_url, '?') ? "&" : "?");
-        url_text = url;
-    }
-    sluice_store *store = NULL;
-    int rc = sluice_store_open_err(url_text, &opts, &store, err, sizeof err);
-    if (rc != SLUICE_OK) {
-        fprintf(stderr, "sluice simulate: store %s: %s\n", a.store_url, *err ? err : sluice_strerror(rc));
-        sluice_clock_free(clk);
+    FILE *svg = NULL;
+    if (a.svg_path && !(svg = fopen(a.svg_path, "w"))) {
+        fprintf(stderr, "sluice simulate: --svg %s: %s\n", a.svg_path, strerror(errno));
         sluice_policy_free(policy);
         return 2;
     }
-
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t len;
-    int64_t line_no = 0, n_req = 0, n_allowed = 0, last_t = 0, last_line = 0;
-    status = 0;
-    while ((len = getline(&line, &cap, stdin)) >= 0) {
-        size_t n = (size_t)len;
-        line_no++;
-        if (n > 0 && line[n - 1] == '\n') n--;
-        if (n > 0 && line[n - 1] == '\r') n--;
-        const char *hash = memchr(line, '#', n);
-        if (hash) n = (size_t)(hash - line);
-        token f[3];
-        size_t nf = split_fields(line, n, f, 3);
-        if (nf == 0) continue;
-        if (nf > 3) {
-            status = sim_bad_line(line_no, "more than 3 fields (expected TIME_MS KEY [COST])");
-            break;
-        }
-        int64_t t, cost = 1;
-        int pr = parse_int64(f[0].b, f[0].n, 1, &t);
-        if (pr != 0 || t < SLUICE_TIME_MIN_MS || t > SLUICE_TIME_MAX_MS) {
-            sim_line_error(line_no);
-            fputs("time ", stderr);
-            put_quoted(stderr, f[0].b, f[0].n);
-            if (pr == -1) fprintf(stderr, " is not an integer (ms)\n");
-            else fprintf(stderr, " is outside the accepted range %" PRId64 "..%" PRId64 " ms\n",
-                         SLUICE_TIME_MIN_MS, SLUICE_TIME_MAX_MS);
-            status = 2;
-            break;
-        }
-        if (nf < 2) {
-            status = sim_bad_line(line_no, "missing KEY (expected TIME_MS KEY [COST])");
-            break;
-        }
-        if (nf == 3) {
-            pr = parse_int64(f[2].b, f[2].n, 0, &cost);
-            if (pr != 0 || cost < 1) {
-                sim_line_error(line_no);
-                fputs("cost ", stderr);
-                put_quoted(stderr, f[2].b, f[2].n);
-                fprintf(stderr, " is not a positive integer%s\n", pr == -2 ? " (too large)" : "");
-                status = 2;
-                break;
-            }
-        }
-        if (n_req > 0 && t < last_t && !a.allow_backwards) {
-            status = sim_bad_line(line_no,
-                                  "time %" PRId64 " is before %" PRId64 " (line %" PRId64
-                                  "): times must not decrease (see --allow-backwards)",
-                                  t, last_t, last_line);
-            break;
-        }
-        if (n_req == 0 || t > last_t) last_t = t, last_line = line_no;
-
-        sluice_decision d;
-        sluice_clock_manual_set(clk, t);
-        rc = sluice_store_acquire_at(store, policy, f[1].b, f[1].n, cost, t, &d);
-        if (rc != SLUICE_OK) {
-            const char *msg = sluice_store_errmsg(store);
-            sim_line_error(line_no);
-            fputs("key ", stderr);
-            put_quoted(stderr, f[1].b, f[1].n);
-            if (rc == SLUICE_ECOST) /* say which limit: the store's message cannot */
-                fprintf(stderr, " cost %" PRId64 ": %s: cost %" PRId64 " is above %" PRId64
-                        ", the least limit of the policy: it can never be admitted\n",
-                        cost, sluice_err_name(rc), cost, sluice_policy_max_cost(policy));
-            else
-                fprintf(stderr, " cost %" PRId64 ": %s: %s\n", cost, sluice_err_name(rc),
-                        *msg ? msg : sluice_strerror(rc));
-            status = 2;
-            break;
-        }
-        n_req++;
-        n_allowed += d.allowed;
-        printf("t=%" PRId64 " key=", t);
-        fwrite(f[1].b, 1, f[1].n, stdout);
-        printf(" cost=%" PRId64 " allowed=%d remaining=%" PRId64 " retry_after_ms=%" PRId64
-               " reset_ms=%" PRId64 " delay_ms=%" PRId64 "\n",
-               cost, d.allowed ? 1 : 0, d.remaining, d.retry_after_ms, d.reset_ms, d.delay_ms);
-        if (ferror(stdout)) break; /* reported below */
-    }
-    if (status == 0 && ferror(stdin)) {
-        fprintf(stderr, "sluice simulate: reading standard input (line %" PRId64 "): %s\n", line_no + 1,
-                strerror(errno));
+    sluice_clock *clk = sluice_clock_manual_new(0);
+    sluice_store *store = NULL;
+    if (!clk) {
+        fprintf(stderr, "sluice simulate: out of memory\n");
         status = 1;
+    } else {
+        status = sim_open_store(&a, clk, &store);
     }
-    free(line);
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "sluice simulate: writing standard output: %s\n", strerror(errno));
-        if (status == 0) status = 1;
-    }
+    cli_report rep;
+    cli_report_init(&rep, policy, svg != NULL);
+    if (status == 0) status = sim_run(&a, store, policy, clk, &rep);
     if (status == 0) {
         sluice_stats st;
         if (sluice_store_stats(store, &st) != SLUICE_OK) st.keys = -1;
-        fprintf(stderr, "# %" PRId64 " requests, %" PRId64 " allowed, %" PRId64 " denied, %" PRId64 " keys held\n",
-                n_req, n_allowed, n_req - n_allowed, st.keys);
+        fprintf(stderr, "# %" PRId64 " requests, %" PRId64 " allowed, %" PRId64 " denied", rep.total.requests,
+                rep.total.allowed, rep.total.denied);
+        if (st.keys >= 0) fprintf(stderr, ", %" PRId64 " keys held", st.keys); /* else the store cannot say */
+        if (rep.not_enforced) fprintf(stderr, ", %" PRId64 " not enforced", rep.not_enforced);
+        fputc('\n', stderr);
     }
+    if (svg) {
+        /* the picture of a whole run, else none (the file was made at the
+         * start, to fail before any work) */
+        if (status == 0) status = sim_write_svg(&a, svg, &rep);
+        if (fclose(svg) != 0 && status == 0) {
+            fprintf(stderr, "sluice simulate: --svg %s: %s\n", a.svg_path, strerror(errno));
+            status = 1;
+        }
+        if (status != 0) remove(a.svg_path);
+    }
+    cli_report_free(&rep);
     sluice_store_close(store);
     sluice_clock_free(clk);
     sluice_policy_free(policy);
@@ -712,7 +1007,6 @@ static int cmd_simulate(int argc, char **argv) {
  * store is opened: a bad argument exits 2 and changes nothing. */
 
 #define CLI_POLICY_NAME "cli"
-#define CLI_URL_MAX 4096
 
 /* The store used without --store: shm:$XDG_RUNTIME_DIR/sluice.shm when
  * XDG_RUNTIME_DIR is an absolute path to a directory (and has no '?', which
@@ -743,6 +1037,7 @@ enum {
     OPT_KEY = 1u << 7,
     OPT_MANUAL_CLOCK = 1u << 8,
     OPT_TRACE_FILE = 1u << 9,
+    OPT_STRICT = 1u << 10,
 };
 
 enum { ARG_NONE, ARG_REQUIRED, ARG_OPTIONAL /* only as --opt=VALUE */ };
@@ -761,6 +1056,7 @@ static const struct {
     {"--wait", OPT_WAIT, ARG_OPTIONAL, "TIMEOUT"},
     {"--unit", OPT_UNIT, ARG_REQUIRED, "lines|bytes"},
     {"--key", OPT_KEY, ARG_REQUIRED, "KEY"},
+    {"--strict", OPT_STRICT, ARG_NONE, NULL},
     /* Test-only, deliberately absent from --help and the man page:
      *   --manual-clock START_MS  (check, run, pipe) the store gets a manual
      *       clock starting at START_MS: every wait (retry, leaky-bucket
@@ -792,7 +1088,7 @@ typedef struct {
     const char *key, *spec, *name, *store_url, *trace_path, *wait_text;
     size_t key_len;
     int64_t cost, wait_ms, manual_start_ms;
-    int json, wait, unit_bytes;
+    int json, wait, unit_bytes, strict;
     unsigned seen; /* OPT_* given */
     char **command;
 } cli_args;
@@ -879,6 +1175,9 @@ static int cli_set_option(cli_args *a, unsigned flag, const char *v) {
         break;
     case OPT_TRACE_FILE:
         a->trace_path = v;
+        break;
+    case OPT_STRICT:
+        a->strict = 1;
         break;
     }
     return 0;
@@ -1011,12 +1310,8 @@ static int cli_open_policy(const cli_args *a, cli_session *s) {
 /* Whether url is a shm: store whose file is not there. */
 static int shm_file_missing(const char *url) {
     char path[CLI_URL_MAX];
-    size_t n = strncmp(url, "shm:", 4) == 0 ? strcspn(url + 4, "?") : 0;
-    if (n == 0 || n >= sizeof path) return 0;
-    memcpy(path, url + 4, n);
-    path[n] = 0;
     struct stat sb;
-    return stat(path, &sb) != 0 && errno == ENOENT;
+    return shm_path(url, path, sizeof path) == 0 && stat(path, &sb) != 0 && errno == ENOENT;
 }
 
 /* Opens the store (and the manual clock when asked for). 0 or 2. With
@@ -1027,6 +1322,7 @@ static int cli_open_store(const cli_args *a, cli_session *s, int existing_only) 
     char err[256];
     sluice_store_options opts = SLUICE_STORE_OPTIONS_INIT;
     s->url = a->store_url ? a->store_url : default_store_url(s->url_buf, sizeof s->url_buf);
+    if (shm_dir_missing(a->cmd->name, s->url)) return 2;
     if (existing_only && shm_file_missing(s->url)) {
         fprintf(stderr, "sluice %s: store %s: no such file (check, run and pipe create it)\n", a->cmd->name, s->url);
         return 2;
@@ -1038,10 +1334,13 @@ static int cli_open_store(const cli_args *a, cli_session *s, int existing_only) 
         }
         opts.clock = s->manual;
     }
+    /* --strict: a remote store that cannot decide fails the call (the
+     * decision is checked too: the URL may ask for on_error=allow) */
+    if (a->strict) opts.on_error = SLUICE_ON_ERROR_ERROR;
     s->clock = s->manual ? s->manual : sluice_clock_monotonic();
     int rc = sluice_store_open_err(s->url, &opts, &s->store, err, sizeof err);
     if (rc != SLUICE_OK) {
-        fprintf(stderr, "sluice %s: store %s: %s\n", a->cmd->name, s->url, *err ? err : sluice_strerror(rc));
+        print_store_error(a->cmd->name, s->url, err, rc);
         return 2;
     }
     return 0;
@@ -1064,6 +1363,23 @@ static int cli_open(const cli_args *a, cli_session *s) {
     if (rc == 0) rc = cli_open_store(a, s, 0);
     if (rc) cli_close(s);
     return rc;
+}
+
+/* A decision a remote store could not make (enforced false), on stderr:
+ * what was done without counting, and the store's reason. With --strict,
+ * the error it then is (the caller exits 2). */
+static void cli_not_enforced(const cli_args *a, const cli_session *s, const sluice_decision *d, const char *tail) {
+    const char *msg = sluice_store_errmsg(s->store);
+    if (!*msg) msg = "no reason given";
+    if (a->strict) {
+        fprintf(stderr, "sluice %s: key ", a->cmd->name);
+        put_quoted(stderr, a->key, a->key_len);
+        fprintf(stderr, ": the store could not decide (--strict): %s\n", msg);
+    } else {
+        fprintf(stderr, "sluice %s: warning: the store could not decide, so the request was %s without being "
+                        "counted (on_error=%s): %s%s\n",
+                a->cmd->name, d->allowed ? "admitted" : "denied", d->allowed ? "allow" : "deny", msg, tail);
+    }
 }
 
 /* A failed decision (not a denial), on stderr. */
@@ -1093,6 +1409,11 @@ static int policy_has_leaky_bucket(const sluice_policy *p) {
     "                   \"-_.:\". A store knows a limit by its NAME and SPEC: every\n"       \
     "                   invocation with the same NAME, SPEC and KEY shares one limit;\n"     \
     "                   another NAME (or SPEC) keeps a separate one\n"
+#define CLI_STRICT_HELP                                                                      \
+    "  --strict         fail (exit 2, with the store's reason) when a remote store\n"          \
+    "                   cannot decide, instead of admitting without counting\n"               \
+    "                   (on_error=allow, the default); the store is opened with\n"             \
+    "                   on_error=error unless the URL says otherwise\n"
 #define CLI_STORE_HELP                                                                       \
     "  --store URL      where the limits live. Default: the per-user shared-memory\n"        \
     "                   file shm:$XDG_RUNTIME_DIR/sluice.shm, or shm:/tmp/sluice-UID.shm\n"  \
@@ -1103,6 +1424,7 @@ static int policy_has_leaky_bucket(const sluice_policy *p) {
 
 static const char check_help[] =
     "usage: sluice check KEY --policy SPEC [--cost N] [--json] [--name NAME] [--store URL]\n"
+    "                    [--strict]\n"
     "\n"
     "Decides one request of cost N for KEY under the limit SPEC, in a store that\n"
     "every process on this host shares, and prints the decision on stdout. An\n"
@@ -1116,7 +1438,8 @@ static const char check_help[] =
     "reset_ms: until the limit is fresh again. When SPEC has a leaky-bucket part,\n"
     "the line ends with delay_ms=Z: how long an admitted request should wait\n"
     "before it proceeds. \"enforced=false\" is added when a remote store could not\n"
-    "decide: on_error=allow (its default) admits without counting, deny denies.\n"
+    "decide: on_error=allow (its default) admits without counting, deny denies;\n"
+    "a warning on stderr then gives the store's reason (--strict: an error).\n"
     "With --json, one JSON object with every field of the decision instead:\n"
     "  {\"allowed\":true,\"remaining\":1,\"retry_after_ms\":0,\"reset_ms\":60000,\"delay_ms\":0,\n"
     "   \"limit\":2,\"enforced\":true,\"part\":0}\n"
@@ -1131,11 +1454,13 @@ static const char check_help[] =
     "  --json           print one JSON object\n"
     CLI_NAME_HELP
     CLI_STORE_HELP
+    CLI_STRICT_HELP
     "  -h, --help       this help\n"
     "\n"
     "exit status: 0 allowed, 1 denied, 2 error: a bad argument, SPEC, cost or\n"
-    "store URL (nothing is counted), a store failure, or writing the decision\n"
-    "failed (the request is then counted).\n"
+    "store URL (nothing is counted), a store failure (with --strict also a\n"
+    "decision the store could not make), or writing the decision failed (the\n"
+    "request is then counted).\n"
     "\n"
     "example:\n"
     "  $ sluice check backup --policy 'token-bucket capacity=2 rate=1/h'\n"
@@ -1147,8 +1472,8 @@ static const char check_help[] =
     "  later\n";
 
 static const cli_command check_command = {
-    "check", "usage: sluice check KEY --policy SPEC [--cost N] [--json] [--name NAME] [--store URL]",
-    check_help, OPT_POLICY | OPT_COST | OPT_JSON | OPT_NAME | OPT_STORE | OPT_KEY | OPT_MANUAL_CLOCK,
+    "check", "usage: sluice check KEY --policy SPEC [--cost N] [--json] [--name NAME] [--store URL] [--strict]",
+    check_help, OPT_POLICY | OPT_COST | OPT_JSON | OPT_NAME | OPT_STORE | OPT_KEY | OPT_STRICT | OPT_MANUAL_CLOCK,
     1, 0};
 
 static void print_decision_line(const sluice_decision *d, int show_delay) {
@@ -1169,15 +1494,6 @@ static void print_decision_json(const sluice_decision *d) {
            d->enforced ? "true" : "false", (int)d->part);
 }
 
-/* Flushes stdout; 0, or 1 with a message when writing failed. */
-static int finish_stdout(const char *cmd) {
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "sluice %s: writing standard output: %s\n", cmd, strerror(errno));
-        return 1;
-    }
-    return 0;
-}
-
 static int cmd_check(int argc, char **argv) {
     cli_args a;
     cli_session s;
@@ -1191,6 +1507,13 @@ static int cmd_check(int argc, char **argv) {
         cli_close(&s);
         return 2;
     }
+    if (!d.enforced) {
+        cli_not_enforced(&a, &s, &d, "");
+        if (a.strict) {
+            cli_close(&s);
+            return 2;
+        }
+    }
     if (a.json) print_decision_json(&d);
     else print_decision_line(&d, policy_has_leaky_bucket(s.policy));
     cli_close(&s);
@@ -1202,7 +1525,7 @@ static int cmd_check(int argc, char **argv) {
 
 static const char run_help[] =
     "usage: sluice run KEY --policy SPEC [--wait[=TIMEOUT]] [--cost N] [--name NAME]\n"
-    "                  [--store URL] -- COMMAND [ARGS...]\n"
+    "                  [--store URL] [--strict] -- COMMAND [ARGS...]\n"
     "\n"
     "Takes one request of cost N for KEY under the limit SPEC (shared as with\n"
     "sluice check), then runs COMMAND in its place (exec): COMMAND's exit status\n"
@@ -1218,7 +1541,9 @@ static const char run_help[] =
     "its place in the queue; TIMEOUT bounds the wait for admission only).\n"
     "\n"
     "COMMAND is looked up in PATH before the request is made: one that cannot be\n"
-    "found or run counts nothing.\n"
+    "found or run counts nothing. When a remote store cannot decide, a warning\n"
+    "on stderr gives its reason, and COMMAND runs uncounted (on_error=allow, the\n"
+    "default) or not at all (on_error=deny, and --strict: exit 2).\n"
     "\n"
     "options:\n"
     "  KEY, --key KEY   what is limited: 1..512 bytes (the default store's file\n"
@@ -1229,11 +1554,13 @@ static const char run_help[] =
     "  --cost N         what the request costs (default 1)\n"
     CLI_NAME_HELP
     CLI_STORE_HELP
+    CLI_STRICT_HELP
     "  -h, --help       this help\n"
     "\n"
     "exit status: COMMAND's own once it runs; 1 denied or timed out (COMMAND not\n"
     "run); 2 error: a bad argument, SPEC, cost or store URL (nothing counted) or\n"
-    "a store failure; 126 COMMAND is not executable; 127 COMMAND is not found.\n"
+    "a store failure (with --strict also a decision the store could not make);\n"
+    "126 COMMAND is not executable; 127 COMMAND is not found.\n"
     "\n"
     "example:\n"
     "  $ sluice run nightly --policy 'fixed-window limit=1 window=1d' -- ./backup.sh\n"
@@ -1241,9 +1568,10 @@ static const char run_help[] =
 
 static const cli_command run_command = {
     "run",
-    "usage: sluice run KEY --policy SPEC [--wait[=TIMEOUT]] [--cost N] [--name NAME] [--store URL] -- "
-    "COMMAND [ARGS...]",
-    run_help, OPT_POLICY | OPT_COST | OPT_NAME | OPT_STORE | OPT_WAIT | OPT_KEY | OPT_MANUAL_CLOCK | OPT_TRACE_FILE,
+    "usage: sluice run KEY --policy SPEC [--wait[=TIMEOUT]] [--cost N] [--name NAME] [--store URL] [--strict] "
+    "-- COMMAND [ARGS...]",
+    run_help,
+    OPT_POLICY | OPT_COST | OPT_NAME | OPT_STORE | OPT_WAIT | OPT_KEY | OPT_STRICT | OPT_MANUAL_CLOCK | OPT_TRACE_FILE,
     1, 1};
 
 /* Whether execvp(name) would find an executable file, searching PATH as it
@@ -1306,6 +1634,14 @@ static int cmd_run(int argc, char **argv) {
 
     int rc = a.wait ? sluice_store_acquire_wait(s.store, s.policy, a.key, a.key_len, a.cost, a.wait_ms, &d)
                     : sluice_store_acquire(s.store, s.policy, a.key, a.key_len, a.cost, &d);
+    if (rc == SLUICE_OK && !d.enforced) {
+        cli_not_enforced(&a, &s, &d, "");
+        if (a.strict) {
+            fprintf(stderr, "sluice run: %s not run\n", a.command[0]);
+            cli_close(&s);
+            return 2;
+        }
+    }
     if (rc == SLUICE_ETIMEDOUT || (rc == SLUICE_OK && !d.allowed)) {
         if (rc == SLUICE_ETIMEDOUT) /* the last try may be a sleep ago */
             fprintf(stderr, "sluice run: denied: not admitted within the --wait=%s timeout (the last try said "
@@ -1328,6 +1664,7 @@ static int cmd_run(int argc, char **argv) {
     if (s.trace) fprintf(s.trace, "t=%" PRId64 "\n", sluice_clock_now_ms(s.clock));
     cli_close(&s);
     fflush(stdout);
+    sigaction(SIGPIPE, &sigpipe_inherited, NULL);
     execvp(a.command[0], a.command);
     int e = errno;
     fprintf(stderr, "sluice run: %s: %s\n", a.command[0], strerror(e));
@@ -1351,7 +1688,8 @@ static const char pipe_help[] =
     "What is admitted is written before any wait. When SPEC has a leaky-bucket\n"
     "part, an admitted unit is written after its delay (delay_ms). The state\n"
     "lives in the store under KEY (default \"pipe\"): pipes, checks and runs with\n"
-    "the same KEY, NAME and SPEC share one rate.\n"
+    "the same KEY, NAME and SPEC share one rate. When a remote store cannot\n"
+    "decide, a warning on stderr gives its reason, once.\n"
     "\n"
     "options:\n"
     CLI_POLICY_HELP
@@ -1362,8 +1700,9 @@ static const char pipe_help[] =
     "  -h, --help       this help\n"
     "\n"
     "exit status: 0 at the end of the input; 1 reading, writing or the store\n"
-    "failed (what was admitted is written first); 2 a bad argument, SPEC or\n"
-    "store URL, or a store that cannot be opened (nothing is read).\n"
+    "failed (what was admitted is written first; a reader that went away, as\n"
+    "after | head, ends it with no message); 2 a bad argument, SPEC or store\n"
+    "URL, or a store that cannot be opened (nothing is read).\n"
     "\n"
     "example:\n"
     "  $ tail -f app.log | grep ERROR | sluice pipe --policy 'token-bucket capacity=10 rate=1/m' | mail-each\n";
@@ -1421,14 +1760,16 @@ typedef struct {
     const cli_args *a;
     cli_session *s;
     int64_t least; /* the least limit of the policy: the largest cost */
+    int warned;    /* a decision not enforced was reported */
     char buf[PIPE_BUF_SIZE];
     size_t written, released, filled;
 } pipe_state;
 
-/* Writes what is admitted. 0, or 1 with a message. */
+/* Writes what is admitted. 0, or 1 with a message (none when the reader has
+ * gone, EPIPE: that is how `| head` ends a pipeline). */
 static int pipe_flush(pipe_state *ps) {
     if (ps->released > ps->written && write_all(1, ps->buf + ps->written, ps->released - ps->written) != 0) {
-        fprintf(stderr, "sluice pipe: writing standard output: %s\n", strerror(errno));
+        if (errno != EPIPE) fprintf(stderr, "sluice pipe: writing standard output: %s\n", strerror(errno));
         ps->written = ps->released; /* lost: never written (or reported) again */
         return 1;
     }
@@ -1455,6 +1796,10 @@ static int pipe_admit(pipe_state *ps, int64_t want, int partial_ok, int64_t *got
     if (rc != SLUICE_OK) {
         cli_decision_error(a, s, rc);
         return 1;
+    }
+    if (!d.enforced && !ps->warned) { /* once: a pipe makes many decisions */
+        cli_not_enforced(a, s, &d, " (said once; later ones are not)");
+        ps->warned = 1;
     }
     if (d.delay_ms > 0) {
         if (pipe_flush(ps)) return 1;
@@ -1544,37 +1889,11 @@ static const char stats_help[] =
     "  -h, --help       this help\n"
     "\n"
     "exit status: 0; 1 writing failed; 2 a bad argument or store URL, a store\n"
-    "file that is not there, or a store failure.\n";
+    "file that is not there, or a store failure (a remote store whose server\n"
+    "cannot be reached: nothing is printed on stdout).\n";
 
 static const cli_command stats_command = {"stats", "usage: sluice stats [--store URL] [--json]", stats_help,
                                           OPT_STORE | OPT_JSON, 0, 0};
-
-/* The length of the valid UTF-8 sequence at s (1..4), or 0. */
-static int utf8_len(const unsigned char *s) {
-    int n = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
-    if (n == 0 || (n == 2 && s[0] < 0xc2) || (n == 4 && s[0] > 0xf4)) return 0;
-    for (int i = 1; i < n; i++)
-        if ((s[i] & 0xc0) != 0x80) return 0;
-    if (n == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] >= 0xa0))) return 0; /* overlong, surrogate */
-    if (n == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] >= 0x90))) return 0;   /* overlong, > U+10FFFF */
-    return n;
-}
-
-/* s as a JSON string: valid UTF-8 as it is, '"', '\\' and control bytes
- * escaped, and a byte that is not UTF-8 as \u00XX (the JSON stays valid). */
-static void put_json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    while (*s) {
-        const unsigned char *u = (const unsigned char *)s;
-        int n = utf8_len(u);
-        if (n == 1 && (*u == '"' || *u == '\\')) fprintf(f, "\\%c", *u);
-        else if (n == 1 && (*u < 0x20 || *u == 0x7f)) fprintf(f, "\\u%04x", *u);
-        else if (n == 0) fprintf(f, "\\u%04x", *u);
-        else fwrite(s, 1, (size_t)n, f);
-        s += n ? n : 1;
-    }
-    fputc('"', f);
-}
 
 static int cmd_stats(int argc, char **argv) {
     cli_args a;
@@ -1588,8 +1907,19 @@ static int cmd_stats(int argc, char **argv) {
         return status;
     }
     int rc = sluice_store_stats(s.store, &st);
+    /* a remote store whose server cannot be reached: an error, however the
+     * library says it (SLUICE_ESTORE, or keys -1 from libraries before it
+     * did) */
+    if (rc == SLUICE_OK && st.keys == -1 && strncmp(sluice_store_kind(s.store), "redis", 5) == 0) {
+        rc = SLUICE_ESTORE;
+        if (!*sluice_store_errmsg(s.store)) {
+            fprintf(stderr, "sluice stats: store %s: the server cannot be reached (its keys are unknown)\n", s.url);
+            cli_close(&s);
+            return 2;
+        }
+    }
     if (rc != SLUICE_OK) {
-        fprintf(stderr, "sluice stats: store %s: %s\n", s.url, sluice_strerror(rc));
+        print_store_error("stats", s.url, sluice_store_errmsg(s.store), rc);
         cli_close(&s);
         return 2;
     }
@@ -1601,7 +1931,7 @@ static int cmd_stats(int argc, char **argv) {
                 {"refused", st.refused},     {"failures", st.failures}, {"reconnects", st.reconnects}};
     if (a.json) {
         fputs("{\"store\":", stdout);
-        put_json_string(stdout, s.url);
+        cli_put_json_bytes(stdout, s.url, strlen(s.url));
         for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
             printf(",\"%s\":%" PRId64, rows[i].name, rows[i].value);
         fputs("}\n", stdout);
@@ -1619,12 +1949,18 @@ static int cmd_stats(int argc, char **argv) {
 /* ------------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
+    struct sigaction ignore;
+    memset(&ignore, 0, sizeof ignore);
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    sigaction(SIGPIPE, &ignore, &sigpipe_inherited);
     if (argc < 2) {
         usage(stderr);
         return 2;
     }
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) name = "help";
+    if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) name = "version";
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (strcmp(name, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "sluice: unknown command '%s'\n\n", argv[1]);

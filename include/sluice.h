@@ -565,16 +565,24 @@ SLUICE_EXTERN void sluice_store_close(sluice_store *s);
  * later). A window's QUOTA is its limit per its window; a bucket's WINDOW_S
  * is the time it takes to refill from empty and its QUOTA what refills in
  * that time (at least its capacity). t: on a denial, when this request is
- * admitted (as Retry-After); when allowed, reset_ms (when every part is
- * fresh, so at or after the named part's own reset). A decision a remote
+ * admitted (as Retry-After); when allowed, when the named part is fresh
+ * again: for a one-part policy reset_ms; for a composite (whose decision
+ * carries only the greatest reset of its parts) the most the named part's
+ * own reset can be for its remaining r, at most reset_ms: 0 when r is its
+ * limit, else for a bucket the time to refill the missing tokens, ceil((C -
+ * r) * P / R) ms (late by less than one token's time), for a fixed window
+ * or a log one window, for a sliding window two. A decision a remote
  * store could not make (enforced false) gets no RateLimit field. Seconds
  * are rounded up, so no client retries before the real retry time;
  * q, w, r and t stop at 999999999999999 (an sf-integer's 15 digits).
  * A composite policy names its parts "NAME", "NAME.1", "NAME.2", ...
- * Returns the number of bytes written (excluding the terminating NUL always
- * written), SLUICE_ENOMEM when len is too small (buf then holds ""), or
- * SLUICE_EINVAL for NULL arguments or a decision that cannot come from p
- * (its part out of range, a negative field). Thread-safe. */
+ * Returns, as snprintf does, the length of the whole text (excluding the
+ * NUL) whatever len is: when it is below len, buf holds the text; else buf
+ * holds "" when len > 0 (never a text cut in the middle of a field), so a
+ * result >= len means "call again with result + 1 bytes"; buf may be NULL
+ * when len is 0. SLUICE_EINVAL for NULL p or d, a NULL buf with len > 0,
+ * or a decision that cannot come from p (its part out of range, a negative
+ * field). Thread-safe. */
 SLUICE_EXTERN int sluice_headers_format(const sluice_policy *p, const sluice_decision *d, char *buf,
                                         size_t len);
 

@@ -12,7 +12,10 @@
  * tabs; the first names the algorithm, each other one is NAME=VALUE. Every
  * error names the byte offset of what it rejects ("at 14: ..."), counted
  * from the start of the whole text (a policy's parts are parsed in place).
- * Formatting writes the one canonical text that parses back to the same
+ * A misspelt algorithm or parameter name is answered with the nearest
+ * valid one (edit distance, letter case aside), and a decimal fraction
+ * where an integer goes with the same value in integers ("1.5s": write
+ * 1500ms). Formatting writes the one canonical text that parses back to the same
  * struct: counts in decimal, durations in the largest unit that divides them
  * exactly ("1500ms", "15m", "1d"), and a count of 1 left out of rate periods
  * only ("1/s", but "window=1s"). */
@@ -295,6 +298,70 @@ static const char *quote(char out[QUOTE_SIZE], const struct parser *ps, size_t a
     return out;
 }
 
+/* ---- advice for what almost parses ---- */
+
+static char lower(char ch) { return ch >= 'A' && ch <= 'Z' ? (char)(ch - 'A' + 'a') : ch; }
+
+#define NAME_MAX_FOR_ADVICE 32
+
+/* The edit distance of s[0..n) and word, ASCII case aside: insertions,
+ * deletions, substitutions and swaps of neighbours count 1 (optimal string
+ * alignment). NAME_MAX_FOR_ADVICE + 1 when either is longer than that. */
+static size_t edit_distance(const char *s, size_t n, const char *word) {
+    size_t m = strlen(word);
+    if (n > NAME_MAX_FOR_ADVICE || m > NAME_MAX_FOR_ADVICE) return NAME_MAX_FOR_ADVICE + 1;
+    size_t d[NAME_MAX_FOR_ADVICE + 1][NAME_MAX_FOR_ADVICE + 1];
+    for (size_t i = 0; i <= n; i++) d[i][0] = i;
+    for (size_t j = 0; j <= m; j++) d[0][j] = j;
+    for (size_t i = 1; i <= n; i++) {
+        for (size_t j = 1; j <= m; j++) {
+            size_t sub = d[i - 1][j - 1] + (lower(s[i - 1]) != lower(word[j - 1]));
+            size_t del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+            size_t best = sub < del ? sub : del;
+            if (ins < best) best = ins;
+            if (i > 1 && j > 1 && lower(s[i - 1]) == lower(word[j - 2]) && lower(s[i - 2]) == lower(word[j - 1]) &&
+                d[i - 2][j - 2] + 1 < best)
+                best = d[i - 2][j - 2] + 1;
+            d[i][j] = best;
+        }
+    }
+    return d[n][m];
+}
+
+/* The word of words[0..n_words) nearest to s[a..b), or NULL when none is
+ * near: within a third of the word's length, rounded up (one slip in
+ * "limit", two in "window", four in "fixed-window"). The first on a tie. */
+static const char *nearest(const struct parser *ps, size_t a, size_t b, const char *const *words, size_t n_words) {
+    const char *best = NULL;
+    size_t best_d = 0;
+    for (size_t k = 0; k < n_words; k++) {
+        size_t d = edit_distance(ps->s + a, b - a, words[k]);
+        if (d <= (strlen(words[k]) + 2) / 3 && (!best || d < best_d)) {
+            best = words[k];
+            best_d = d;
+        }
+    }
+    return best;
+}
+
+/* Reads s[a..b) as DIGITS.DIGITS (either may be empty, not both): the
+ * value is *num / 10^*scale exactly. Returns 0, or 1 when it is not that
+ * form or does not fit (18 digits at most). */
+static int scan_decimal(const struct parser *ps, size_t a, size_t b, int64_t *num, int64_t *den) {
+    const char *dot = memchr(ps->s + a, '.', b - a);
+    int64_t n = 0, d = 1;
+    if (!dot || b - a < 2 || b - a > 19) return 1;
+    for (size_t i = a; i < b; i++) {
+        if (ps->s + i == dot) continue;
+        if (!is_digit(ps->s[i])) return 1;
+        n = n * 10 + (ps->s[i] - '0'); /* at most 18 digits: fits */
+        if (ps->s + i > dot) d *= 10;
+    }
+    *num = n;
+    *den = d;
+    return 0;
+}
+
 /* Reads s[a..b) as a decimal integer. Returns 0, 1 when it is empty or has
  * a byte other than a digit, 2 when it does not fit in int64_t. */
 static int scan_uint(const struct parser *ps, size_t a, size_t b, int64_t *v) {
@@ -324,20 +391,49 @@ static int parse_count(const struct parser *ps, const char *field, size_t a, siz
     }
 }
 
+/* The unit named by s[a..b), or NULL. */
+static const struct unit *unit_of(const struct parser *ps, size_t a, size_t b) {
+    for (size_t u = 0; u < N_UNITS; u++)
+        if (span_is(ps, a, b, units[u].name)) return &units[u];
+    return NULL;
+}
+
+/* field=s[a..b) as a decimal fraction and a unit ("1.5s"): an error saying
+ * durations are integers, with the same duration in whole units when it is
+ * a whole number of ms. 0 when s[a..b) is not of that form. */
+static int fractional_duration(const struct parser *ps, const char *field, size_t a, size_t b) {
+    char q[QUOTE_SIZE], dur[32];
+    size_t i = a;
+    int64_t num, den, ms;
+    while (i < b && (is_digit(ps->s[i]) || ps->s[i] == '.')) i++;
+    const struct unit *unit = unit_of(ps, i, b);
+    if (!unit || scan_decimal(ps, a, i, &num, &den) != 0) return 0;
+    if (!__builtin_mul_overflow(num, unit->ms, &ms) && ms % den == 0 && ms / den > 0) {
+        format_duration(dur, sizeof dur, ms / den, 0);
+        sluice__errf(ps->err, ps->errlen, "at %zu: %s %s: durations are integers; write %s", a, field,
+                     quote(q, ps, a, b), dur);
+    } else {
+        sluice__errf(ps->err, ps->errlen,
+                     "at %zu: %s %s: durations are integers (of ms, s, m, h or d; 1ms is the least)", a,
+                     field, quote(q, ps, a, b));
+    }
+    return SLUICE_EINVAL;
+}
+
 /* field=s[a..b) (not empty): [COUNT]UNIT, a missing count meaning 1. */
 static int parse_duration(const struct parser *ps, const char *field, size_t a, size_t b,
                           int64_t *ms) {
     char q[QUOTE_SIZE], qu[QUOTE_SIZE];
     size_t i = a;
     int64_t n = 1;
+    int rc = fractional_duration(ps, field, a, b);
+    if (rc != 0) return rc;
     while (i < b && is_digit(ps->s[i])) i++;
     if (i > a && scan_uint(ps, a, i, &n) != 0) {
         sluice__errf(ps->err, ps->errlen, "at %zu: %s %s is too large", a, field, quote(q, ps, a, b));
         return SLUICE_EINVAL;
     }
-    const struct unit *unit = NULL;
-    for (size_t u = 0; u < N_UNITS; u++)
-        if (span_is(ps, i, b, units[u].name)) unit = &units[u];
+    const struct unit *unit = unit_of(ps, i, b);
     if (unit == NULL) {
         if (i == b)
             sluice__errf(ps->err, ps->errlen, "at %zu: %s %s needs a unit (ms, s, m, h or d)", a,
@@ -380,14 +476,26 @@ static int parse_rate(const struct parser *ps, size_t a, size_t b, int64_t *rate
                      quote(q, ps, a, b));
         return SLUICE_EINVAL;
     }
-    int rc = parse_count(ps, "rate", a, s, rate);
-    if (rc != 0) return rc;
     *period_pos = s + 1;
     if (s + 1 == b) {
         sluice__errf(ps->err, ps->errlen, "at %zu: rate %s has no period after '/'", s + 1,
                      quote(q, ps, a, b));
         return SLUICE_EINVAL;
     }
+    int64_t num, den, g;
+    if (scan_decimal(ps, a, s, &num, &den) == 0 && num > 0 &&
+        parse_duration(ps, "rate period", s + 1, b, period_ms) == 0 && (g = gcd64(num, den)) > 0 &&
+        *period_ms <= INT64_MAX / (den / g)) {
+        /* num/den per P is num/g per (den/g)*P, the least period that
+         * makes the count whole: 2.5/s is 5/2s */
+        char dur[32];
+        format_duration(dur, sizeof dur, *period_ms * (den / g), 1);
+        sluice__errf(ps->err, ps->errlen, "at %zu: rate %s: counts are integers; write %" PRId64 "/%s", a,
+                     quote(q, ps, a, b), num / g, dur);
+        return SLUICE_EINVAL;
+    }
+    int rc = parse_count(ps, "rate", a, s, rate);
+    if (rc != 0) return rc;
     return parse_duration(ps, "rate period", s + 1, b, period_ms);
 }
 
@@ -408,8 +516,14 @@ int sluice__config_parse_span(const char *text, size_t begin, size_t end, sluice
     for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++)
         if (span_is(ps, i, j, forms[k].name)) f = &forms[k];
     if (f == NULL) {
-        sluice__errf(err, errlen, "at %zu: unknown algorithm %s (expected " ALGO_LIST ")", i,
-                     quote(q, ps, i, j));
+        const char *names[sizeof forms / sizeof forms[0]];
+        for (size_t k = 0; k < sizeof forms / sizeof forms[0]; k++) names[k] = forms[k].name;
+        const char *near = nearest(ps, i, j, names, sizeof forms / sizeof forms[0]);
+        if (near)
+            sluice__errf(err, errlen, "at %zu: unknown algorithm %s: did you mean \"%s\"? (expected " ALGO_LIST ")",
+                         i, quote(q, ps, i, j), near);
+        else
+            sluice__errf(err, errlen, "at %zu: unknown algorithm %s (expected " ALGO_LIST ")", i, quote(q, ps, i, j));
         return SLUICE_EINVAL;
     }
 
@@ -432,8 +546,13 @@ int sluice__config_parse_span(const char *text, size_t begin, size_t end, sluice
         size_t e = (size_t)(eq - text), a = e + 1;
         int k = span_is(ps, i, e, pname[0]) ? 0 : span_is(ps, i, e, pname[1]) ? 1 : -1;
         if (k < 0) {
-            sluice__errf(err, errlen, "at %zu: unknown parameter %s (%s takes %s)", i,
-                         quote(q, ps, i, e), f->name, f->usage);
+            const char *near = nearest(ps, i, e, pname, 2);
+            if (near)
+                sluice__errf(err, errlen, "at %zu: unknown parameter %s: did you mean \"%s\"? (%s takes %s)", i,
+                             quote(q, ps, i, e), near, f->name, f->usage);
+            else
+                sluice__errf(err, errlen, "at %zu: unknown parameter %s (%s takes %s)", i, quote(q, ps, i, e),
+                             f->name, f->usage);
             return SLUICE_EINVAL;
         }
         if (seen[k]) {

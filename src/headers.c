@@ -24,9 +24,14 @@
  *     q = what refills in w, R*w/P (at least C), so that q per w is the
  *     rate even when w was rounded up (a bucket of 1 at 1000/s: q=1000;w=1).
  * t: on a denial, the seconds until this request is admitted (Retry-After's
- * value); when allowed, until every part is fresh again (reset_ms). A
- * decision a remote store could not make (enforced false) has no RateLimit
- * field: it knows nothing of what remains.
+ * value); when allowed, until the named part is fresh again: its own reset,
+ * not the whole policy's (see part_reset_ms). A decision a remote store
+ * could not make (enforced false) has no RateLimit field: it knows nothing
+ * of what remains.
+ *
+ * The length is returned as snprintf returns it: the whole text's, whatever
+ * len is; a buffer too small holds "" (a header block cut mid-field is not
+ * HTTP).
  *
  * Built on the public API only (policy accessors); no allocation, no I/O.
  * O(parts) time. Thread-safe: it only reads its arguments. */
@@ -38,19 +43,14 @@
 
 typedef struct {
     char *buf;
-    size_t len; /* capacity, including the NUL                 */
-    size_t pos; /* bytes written so far (valid when !overflow) */
-    int overflow;
+    size_t len; /* capacity, including the NUL                      */
+    size_t pos; /* length of the text so far; in buf while pos < len */
 } hdr_writer;
 
+/* Appends while the text and its NUL fit; counts the length either way
+ * (once a piece does not fit, no later one does: pos only grows). */
 static void put_bytes(hdr_writer *w, const char *s, size_t n) {
-    if (w->overflow) return;
-    /* keep one byte for the NUL */
-    if (n >= w->len - w->pos) {
-        w->overflow = 1;
-        return;
-    }
-    memcpy(w->buf + w->pos, s, n);
+    if (w->pos + n < w->len) memcpy(w->buf + w->pos, s, n);
     w->pos += n;
 }
 
@@ -127,6 +127,40 @@ static void quota_window(const sluice_config *c, uint64_t *q, uint64_t *w_s) {
     }
 }
 
+/* The reset of the part a decision names (d->part: the least remaining),
+ * in ms. A one-part policy's is the decision's reset_ms. A composite's
+ * decision carries only the greatest reset of its parts, and a part's own
+ * is not in the decision: it is given as the most it can be for the
+ * part's remaining r (never early; for a bucket, late by less than one
+ * token's time, P/R ms):
+ *   r = limit: the part is fresh, 0 (for every algorithm);
+ *   bucket of capacity C at R per P ms: the backlog is at most the C - r
+ *     missing tokens, so it refills within ceil((C - r) * P / R) ms (and
+ *     after more than (C - r - 1) * P / R);
+ *   fixed window, sliding log: within one window W;
+ *   sliding window: within two (the current count weighs until the end of
+ *     the next window);
+ * and never after reset_ms, when every part is fresh. (A store given a
+ * reading below its time counts waits from that reading, so a part's reset
+ * may then be later than these bounds: t is then early by that step.) */
+static int64_t part_reset_ms(const sluice_policy *p, const sluice_decision *d) {
+    if (sluice_policy_n_parts(p) == 1) return d->reset_ms;
+    const sluice_config *c = sluice_policy_part(p, (size_t)d->part);
+    int64_t most;
+    if (d->remaining >= c->limit) {
+        most = 0;
+    } else if (c->algorithm == SLUICE_TOKEN_BUCKET || c->algorithm == SLUICE_LEAKY_BUCKET) {
+        /* (C - r) * P <= 10^9 * 2.6*10^9: fits */
+        int64_t num = (c->limit - d->remaining) * c->period_ms;
+        most = num / c->rate + (num % c->rate != 0);
+    } else if (c->algorithm == SLUICE_SLIDING_WINDOW) {
+        most = 2 * c->period_ms;
+    } else {
+        most = c->period_ms;
+    }
+    return most < d->reset_ms ? most : d->reset_ms;
+}
+
 /* Printable ASCII only (an sf-string cannot carry anything else). */
 static int name_ok(const char *name) {
     if (!name || !*name) return 0;
@@ -138,7 +172,7 @@ static int name_ok(const char *name) {
 /* ---- the public function ---- */
 
 int sluice_headers_format(const sluice_policy *p, const sluice_decision *d, char *buf, size_t len) {
-    if (!p || !d || !buf) return SLUICE_EINVAL;
+    if (!p || !d || (!buf && len > 0)) return SLUICE_EINVAL;
     const char *name = sluice_policy_name(p);
     size_t n_parts = sluice_policy_n_parts(p);
     /* A decision that cannot come from this policy: refuse it rather than
@@ -154,7 +188,7 @@ int sluice_headers_format(const sluice_policy *p, const sluice_decision *d, char
             return SLUICE_EINVAL; /* policies hold valid configurations only */
     }
 
-    hdr_writer w = {buf, len, 0, len == 0};
+    hdr_writer w = {buf, len, 0};
 
     /* RateLimit-Policy: one item per part, in the policy's order. */
     put_str(&w, "RateLimit-Policy: ");
@@ -172,17 +206,16 @@ int sluice_headers_format(const sluice_policy *p, const sluice_decision *d, char
     put_str(&w, "\r\n");
 
     /* RateLimit: the part with the least remaining (d->part). t: on a
-     * denial when this request is admitted (as Retry-After); else the
-     * decision's reset_ms, when every part (so this one too) is fresh
-     * again, for a composite maybe later than this part's own. A decision
-     * no store made (enforced false) tells nothing of what remains. */
+     * denial when this request is admitted (as Retry-After); else when
+     * that part is fresh again. A decision no store made (enforced false)
+     * tells nothing of what remains. */
     if (d->enforced) {
         put_str(&w, "RateLimit: ");
         put_sf_name(&w, name, (size_t)d->part);
         put_str(&w, ";r=");
         put_sf_uint(&w, (uint64_t)d->remaining);
         put_str(&w, ";t=");
-        put_sf_uint(&w, ceil_seconds(d->allowed ? d->reset_ms : d->retry_after_ms));
+        put_sf_uint(&w, ceil_seconds(d->allowed ? part_reset_ms(p, d) : d->retry_after_ms));
         put_str(&w, "\r\n");
     }
 
@@ -194,10 +227,7 @@ int sluice_headers_format(const sluice_policy *p, const sluice_decision *d, char
         put_str(&w, "\r\n");
     }
 
-    if (w.overflow) {
-        if (len > 0) buf[0] = 0;
-        return SLUICE_ENOMEM;
-    }
-    buf[w.pos] = 0;
-    return (int)w.pos;
+    if (w.pos < len) buf[w.pos] = 0;
+    else if (len > 0) buf[0] = 0; /* too small: nothing cut in half */
+    return (int)w.pos; /* at most 8 parts' worth: a few hundred bytes */
 }

@@ -127,6 +127,11 @@ want "check --key -dash" 0 "allowed remaining=1 reset_ms=60000"
 sl check --policy "$P" --store "$S" --manual-clock 60000 -- -dash
 want "check -- -dash" 0 "allowed remaining=0 reset_ms=60000"
 
+# --strict changes nothing for a store that always decides (local stores)
+sl check k --policy "$P" --store "shm:$tmp/strict.shm" --manual-clock 0 --strict
+want "check --strict, a shm: store" 0 "allowed remaining=1 reset_ms=60000"
+[[ -s "$tmp/err" ]] && fail "check --strict, a shm: store: stderr: $(cat "$tmp/err")"
+
 # The real clock: the windows are aligned on CLOCK_MONOTONIC, so only the
 # shape of the line is known.
 sl check real --policy "$P" --store "shm:$tmp/real.shm"
@@ -168,9 +173,14 @@ bad "check, no arguments" 'missing --policy' check
 bad "check, no KEY" 'missing KEY' check --policy "$P" --store "$B"
 bad "check, no SPEC" 'missing --policy' check k --store "$B"
 bad "check, bad SPEC" 'bad --policy SPEC: .*limit' check k --policy 'fixed-window limit=0 window=1m' --store "$B"
-bad "check, unknown parameter" 'bad --policy SPEC' check k --policy 'fixed-window limt=2 window=1m' --store "$B"
+bad "check, unknown parameter" 'bad --policy SPEC: at 13: unknown parameter "limt": did you mean "limit"\?' \
+    check k --policy 'fixed-window limt=2 window=1m' --store "$B"
 grep -q '\^' "$tmp/err" || fail "check, unknown parameter: no caret under the position: $(cat "$tmp/err")"
 bad "check, unknown algorithm" 'bad --policy SPEC' check k --policy 'no-such-bucket limit=2' --store "$B"
+bad "check, misspelt algorithm" 'unknown algorithm "fixd-window": did you mean "fixed-window"\?' \
+    check k --policy 'fixd-window limit=2 window=1m' --store "$B"
+bad "check, a fractional window" 'window "1.5s": durations are integers; write 1500ms' \
+    check k --policy 'fixed-window limit=2 window=1.5s' --store "$B"
 bad "check, cost 0" "--cost '0' is not a positive integer" check k --policy "$P" --store "$B" --cost 0
 bad "check, cost abc" "--cost 'abc'" check k --policy "$P" --store "$B" --cost abc
 bad "check, cost above the limit" '--cost 3 is above 2' check k --policy "$P" --store "$B" --cost 3
@@ -190,7 +200,29 @@ bad "check, empty --store" '--store needs a URL' check k --policy "$P" --store '
 [[ -e "$tmp/bad.shm" ]] && fail "bad arguments created the store file"
 bad "check, unknown store" 'store nosuch:x: .*scheme' check k --policy "$P" --store 'nosuch:x'
 bad "check, bad store parameter" 'max_keys' check k --policy "$P" --store "shm:$tmp/bad.shm?max_keys=0"
-bad "check, store in a missing directory" "shm:$tmp/no/such/dir" check k --policy "$P" --store "shm:$tmp/no/such/dir/s.shm"
+# a store's path is named once, and a missing directory as such
+once() { # NAME TEXT: TEXT occurs exactly once in $tmp/err
+    local n
+    n=$(grep -oF -- "$2" "$tmp/err" | wc -l)
+    [[ $n -eq 1 ]] || fail "$1: '$2' appears $n times in: $(cat "$tmp/err")"
+}
+bad "check, store in a missing directory" "directory $tmp/no/such/dir does not exist" \
+    check k --policy "$P" --store "shm:$tmp/no/such/dir/s.shm"
+once "check, store in a missing directory" "$tmp/no/such/dir/s.shm"
+bad "stats, store in a missing directory" "directory $tmp/no/such does not exist" \
+    stats --store "shm:$tmp/no/such/s.shm?max_keys=10"
+once "stats, store in a missing directory" "$tmp/no/such/s.shm"
+printf 'x' >"$tmp/notdir"
+bad "check, store under a file" "$tmp/notdir is not a directory" check k --policy "$P" --store "shm:$tmp/notdir/s.shm"
+touch "$tmp/open.shm" && chmod 644 "$tmp/open.shm"
+bad "check, a store file open to others" "open to others" check k --policy "$P" --store "shm:$tmp/open.shm"
+once "check, a store file open to others" "$tmp/open.shm"
+bad "simulate, a store file open to others" "open to others" simulate "$P" --store "shm:$tmp/open.shm"
+once "simulate, a store file open to others" "$tmp/open.shm"
+bad "simulate, store in a missing directory" "directory $tmp/no/such/dir does not exist" \
+    simulate "$P" --store "shm:$tmp/no/such/dir/s.shm"
+once "simulate, store in a missing directory" "$tmp/no/such/dir/s.shm"
+[[ -e "$tmp/no" ]] && fail "a store in a missing directory made it"
 # Bad arguments against a store in use: its state is untouched. The key "k"
 # of check.shm stands at 1 of 2 in the window of t=60000.
 bad "check, cost above the limit (used store)" 'above' check k --policy "$P" --store "$S" --cost 3 --manual-clock 60000
@@ -454,6 +486,63 @@ pipe_bad "pipe, empty --key" 'KEY is 0 bytes' --policy "$TB" --key= --store "$B"
 pipe_bad "pipe, bad --trace-file" "--trace-file $tmp/no/such/trace" --policy "$TB" --store "shm:$tmp/t7.shm" \
     --trace-file "$tmp/no/such/trace"
 [[ -e "$tmp/bad.shm" ]] && fail "pipe's bad arguments created the store file"
+
+# ---- a closed standard output: the documented status, not SIGPIPE (141) -----
+# closed_out ARGS...: runs sluice ARGS with $tmp/in on stdin and a stdout
+# whose reader has gone (a pipe with its read end closed: every write fails
+# with EPIPE, deterministically); sets rc (128+N for a signal N), $tmp/err.
+closed_out() {
+    rc=$(python3 -c '
+import os, subprocess, sys
+r, w = os.pipe()
+os.close(r)
+with open(sys.argv[1], "w") as err:
+    p = subprocess.run(sys.argv[2:], stdout=w, stderr=err)  # SIGPIPE as the shell leaves it
+print(p.returncode if p.returncode >= 0 else 128 - p.returncode)' "$tmp/err" "$SLUICE_BIN" "$@" <"$tmp/in")
+}
+if python3 -c 'import subprocess' >/dev/null 2>&1; then
+    C="shm:$tmp/closed.shm"
+    : >"$tmp/in"
+    # check: exit 2 (writing the decision failed), and the request counted
+    closed_out check k --policy "$O" --store "$C" --manual-clock 0
+    [[ $rc -eq 2 ]] || fail "check into a closed pipe: exit $rc, want 2"
+    grep -q 'sluice check: writing standard output: Broken pipe' "$tmp/err" ||
+        fail "check into a closed pipe: stderr: $(cat "$tmp/err")"
+    sl check k --policy "$O" --store "$C" --manual-clock 0
+    want "check into a closed pipe counted the request" 1 "denied retry_after_ms=60000 remaining=0 reset_ms=60000"
+    closed_out check k --policy "$O" --store "$C" --manual-clock 0 --json
+    [[ $rc -eq 2 ]] || fail "check --json into a closed pipe: exit $rc, want 2"
+    # stats: 1 (writing failed)
+    closed_out stats --store "$C"
+    [[ $rc -eq 1 ]] || fail "stats into a closed pipe: exit $rc, want 1"
+    # pipe: 1, quietly (the reader went away, as with | head)
+    seq 100000 >"$tmp/in"
+    closed_out pipe --policy "$TB" --store "$C" --manual-clock 0
+    [[ $rc -eq 1 ]] || fail "pipe into a closed pipe: exit $rc, want 1"
+    [[ -s "$tmp/err" ]] && fail "pipe into a closed pipe wrote to stderr: $(cat "$tmp/err")"
+    # simulate: 1, quietly
+    awk '{ print $1, "k" }' "$tmp/in" >"$tmp/trace.in" && mv "$tmp/trace.in" "$tmp/in"
+    closed_out simulate 'fixed-window limit=5 window=1s'
+    [[ $rc -eq 1 ]] || fail "simulate into a closed pipe: exit $rc, want 1"
+    [[ -s "$tmp/err" ]] && fail "simulate into a closed pipe wrote to stderr: $(cat "$tmp/err")"
+    # demo, version, help: 1
+    : >"$tmp/in"
+    for cmd in demo version help; do
+        closed_out "$cmd"
+        [[ $rc -eq 1 ]] || fail "$cmd into a closed pipe: exit $rc, want 1"
+    done
+    # run restores SIGPIPE for the command it runs: a command that writes
+    # into the closed pipe dies of it as it would without sluice
+    # (one that ignored it would see echo fail: exit 7)
+    closed_out run r --policy "$W" --store "$C" -- sh -c 'for i in 1 2 3; do echo y || exit 7; done'
+    [[ $rc -eq 141 ]] || fail "run: the command's SIGPIPE: exit $rc, want 141"
+fi
+# The pipeline of the man page: head takes one line and leaves.
+seq 100000 | "$SLUICE_BIN" pipe --policy 'token-bucket capacity=1000000 rate=1000000/s' \
+    --store "shm:$tmp/head.shm" 2>"$tmp/err" | head -1 >"$tmp/out"
+statuses=("${PIPESTATUS[@]}")
+[[ ${statuses[1]} -eq 1 ]] || fail "seq | sluice pipe | head -1: sluice exited ${statuses[1]}, want 1"
+[[ "$(cat "$tmp/out")" == 1 ]] || fail "seq | sluice pipe | head -1 printed '$(cat "$tmp/out")'"
 
 # ---- the man page and the demonstration ------------------------------------------
 man1=$src/docs/sluice.1

@@ -373,11 +373,13 @@ TEST(parse_errors) {
     EXPECT_PARSE_ERROR(" \t ", "at 3: expected an algorithm name (token-bucket, leaky-bucket, gcra, "
                                "sliding-window, fixed-window or sliding-log)");
     EXPECT_PARSE_ERROR("token_bucket capacity=3 rate=1/s",
-                       "at 0: unknown algorithm \"token_bucket\" (expected token-bucket, "
-                       "leaky-bucket, gcra, sliding-window, fixed-window or sliding-log)");
+                       "at 0: unknown algorithm \"token_bucket\": did you mean \"token-bucket\"? "
+                       "(expected token-bucket, leaky-bucket, gcra, sliding-window, fixed-window or "
+                       "sliding-log)");
     EXPECT_PARSE_ERROR("  Token-Bucket capacity=3 rate=1/s",
-                       "at 2: unknown algorithm \"Token-Bucket\" (expected token-bucket, "
-                       "leaky-bucket, gcra, sliding-window, fixed-window or sliding-log)");
+                       "at 2: unknown algorithm \"Token-Bucket\": did you mean \"token-bucket\"? "
+                       "(expected token-bucket, leaky-bucket, gcra, sliding-window, fixed-window or "
+                       "sliding-log)");
     EXPECT_PARSE_ERROR("capacity=3 token-bucket rate=1/s",
                        "at 0: unknown algorithm \"capacity=3\" (expected token-bucket, "
                        "leaky-bucket, gcra, sliding-window, fixed-window or sliding-log)");
@@ -393,8 +395,8 @@ TEST(parse_errors) {
     EXPECT_PARSE_ERROR("token-bucket =3 rate=1/s",
                        "at 13: unknown parameter \"\" (token-bucket takes capacity=N rate=N/DURATION)");
     EXPECT_PARSE_ERROR("token-bucket Capacity=3 rate=1/s",
-                       "at 13: unknown parameter \"Capacity\" (token-bucket takes capacity=N "
-                       "rate=N/DURATION)");
+                       "at 13: unknown parameter \"Capacity\": did you mean \"capacity\"? "
+                       "(token-bucket takes capacity=N rate=N/DURATION)");
     EXPECT_PARSE_ERROR("sliding-window limit=10 window=1s rate=1/s",
                        "at 34: unknown parameter \"rate\" (sliding-window takes limit=N "
                        "window=DURATION)");
@@ -493,7 +495,7 @@ TEST(parse_errors) {
     EXPECT_PARSE_ERROR("sliding-window limit=10 window=-1s",
                        "at 31: window \"-1s\" is not a duration (as in 1500ms, 10s, 15m, 1h or 1d)");
     EXPECT_PARSE_ERROR("fixed-window limit=10 window=1.5s",
-                       "at 29: window \"1.5s\" has an unknown unit \".5s\" (expected ms, s, m, h or d)");
+                       "at 29: window \"1.5s\": durations are integers; write 1500ms");
     EXPECT_PARSE_ERROR("fixed-window limit=0 window=1s", "at 19: limit 0 is outside 1..1000000000");
     EXPECT_PARSE_ERROR("sliding-log window=1h limit=1000000001",
                        "at 28: limit 1000000001 is outside 1..1000000000");
@@ -513,6 +515,98 @@ TEST(parse_errors) {
     char small[6] = "zzzzz";
     CHECK_EQ(sluice_config_parse("bogus", &out, small, sizeof small), SLUICE_EINVAL);
     CHECK_STR(small, "at 0:");
+}
+
+/* A name close to a valid one (edit distance, letter case aside) is named
+ * in the message; one far from every valid name is not. */
+TEST(parse_suggests_the_nearest_name) {
+    static const char *const tail =
+        "(expected token-bucket, leaky-bucket, gcra, sliding-window, fixed-window or sliding-log)";
+    static const struct {
+        const char *text, *unknown, *nearest;
+    } algos[] = {
+        {"fixd-window limit=1 window=1s", "fixd-window", "fixed-window"},
+        {"fixedwindow limit=1 window=1s", "fixedwindow", "fixed-window"},
+        {"sliding-widnow limit=1 window=1s", "sliding-widnow", "sliding-window"}, /* a swap */
+        {"slidng-log limit=1 window=1s", "slidng-log", "sliding-log"},
+        {"sliding_log limit=1 window=1s", "sliding_log", "sliding-log"},
+        {"leaky-buckets capacity=1 rate=1/s", "leaky-buckets", "leaky-bucket"},
+        {"tokn-bucket capacity=1 rate=1/s", "tokn-bucket", "token-bucket"},
+        {"GCRA rate=1/s burst=1", "GCRA", "gcra"},
+        {"gcr rate=1/s burst=1", "gcr", "gcra"},
+    };
+    for (size_t i = 0; i < sizeof algos / sizeof algos[0]; i++) {
+        char want[512];
+        snprintf(want, sizeof want, "at 0: unknown algorithm \"%s\": did you mean \"%s\"? %s", algos[i].unknown,
+                 algos[i].nearest, tail);
+        expect_parse_error(algos[i].text, want, __LINE__);
+    }
+    /* far from every name: the list alone */
+    EXPECT_PARSE_ERROR("bucket capacity=1 rate=1/s", "at 0: unknown algorithm \"bucket\" (expected token-bucket, "
+                                                    "leaky-bucket, gcra, sliding-window, fixed-window or sliding-log)");
+    EXPECT_PARSE_ERROR("limiter x=1", "at 0: unknown algorithm \"limiter\" (expected token-bucket, "
+                                      "leaky-bucket, gcra, sliding-window, fixed-window or sliding-log)");
+
+    static const struct {
+        const char *text, *unknown, *nearest, *takes;
+    } params[] = {
+        {"fixed-window limt=2 window=1m", "limt", "limit", "fixed-window takes limit=N window=DURATION"},
+        {"fixed-window lmiit=2 window=1m", "lmiit", "limit", "fixed-window takes limit=N window=DURATION"},
+        {"fixed-window limit=2 windw=1m", "windw", "window", "fixed-window takes limit=N window=DURATION"},
+        {"sliding-log limit=2 Window=1m", "Window", "window", "sliding-log takes limit=N window=DURATION"},
+        {"token-bucket capcity=2 rate=1/s", "capcity", "capacity", "token-bucket takes capacity=N rate=N/DURATION"},
+        {"token-bucket capacity=2 rat=1/s", "rat", "rate", "token-bucket takes capacity=N rate=N/DURATION"},
+        {"gcra rate=1/s bust=3", "bust", "burst", "gcra takes rate=N/DURATION burst=N"},
+    };
+    for (size_t i = 0; i < sizeof params / sizeof params[0]; i++) {
+        char want[512];
+        const char *at = strstr(params[i].text, params[i].unknown);
+        snprintf(want, sizeof want, "at %d: unknown parameter \"%s\": did you mean \"%s\"? (%s)",
+                 (int)(at - params[i].text), params[i].unknown, params[i].nearest, params[i].takes);
+        expect_parse_error(params[i].text, want, __LINE__);
+    }
+    /* another algorithm's parameter, far from this one's: no guess */
+    EXPECT_PARSE_ERROR("leaky-bucket capacity=5 burst=5 rate=1/s",
+                       "at 24: unknown parameter \"burst\" (leaky-bucket takes capacity=N rate=N/DURATION)");
+}
+
+/* A decimal fraction where an integer goes: the message says integers, and
+ * gives the same value in whole units when there is one. */
+TEST(parse_fractions_suggest_integers) {
+    EXPECT_PARSE_ERROR("fixed-window limit=10 window=1.5s",
+                       "at 29: window \"1.5s\": durations are integers; write 1500ms");
+    EXPECT_PARSE_ERROR("fixed-window limit=10 window=0.5m", "at 29: window \"0.5m\": durations are integers; write 30s");
+    EXPECT_PARSE_ERROR("sliding-log limit=10 window=1.25h", "at 28: window \"1.25h\": durations are integers; write 75m");
+    EXPECT_PARSE_ERROR("sliding-log limit=10 window=.5d", "at 28: window \".5d\": durations are integers; write 12h");
+    EXPECT_PARSE_ERROR("sliding-log limit=10 window=2.0s", "at 28: window \"2.0s\": durations are integers; write 2s");
+    EXPECT_PARSE_ERROR("token-bucket capacity=3 rate=1/0.25s",
+                       "at 31: rate period \"0.25s\": durations are integers; write 250ms");
+    /* no whole number of ms: no rewrite to offer */
+    EXPECT_PARSE_ERROR("fixed-window limit=10 window=1.5ms",
+                       "at 29: window \"1.5ms\": durations are integers (of ms, s, m, h or d; 1ms is the least)");
+    EXPECT_PARSE_ERROR("fixed-window limit=10 window=0.0001s",
+                       "at 29: window \"0.0001s\": durations are integers (of ms, s, m, h or d; 1ms is the least)");
+    EXPECT_PARSE_ERROR("fixed-window limit=10 window=0.0s",
+                       "at 29: window \"0.0s\": durations are integers (of ms, s, m, h or d; 1ms is the least)");
+    EXPECT_PARSE_ERROR("fixed-window limit=10 window=1.s", "at 29: window \"1.s\": durations are integers; write 1s");
+    /* not a fraction and a unit: as before */
+    EXPECT_PARSE_ERROR("fixed-window limit=10 window=.s",
+                       "at 29: window \".s\" is not a duration (as in 1500ms, 10s, 15m, 1h or 1d)");
+    EXPECT_PARSE_ERROR("fixed-window limit=10 window=1.5",
+                       "at 29: window \"1.5\" has an unknown unit \".5\" (expected ms, s, m, h or d)");
+    /* a rate's count: the same rate in integers */
+    EXPECT_PARSE_ERROR("token-bucket capacity=3 rate=0.5/s",
+                       "at 29: rate \"0.5/s\": counts are integers; write 1/2s");
+    EXPECT_PARSE_ERROR("gcra rate=2.5/s burst=3", "at 10: rate \"2.5/s\": counts are integers; write 5/2s");
+    EXPECT_PARSE_ERROR("leaky-bucket capacity=3 rate=1.5/100ms",
+                       "at 29: rate \"1.5/100ms\": counts are integers; write 3/200ms");
+    EXPECT_PARSE_ERROR("leaky-bucket capacity=3 rate=0.0/s", "at 29: rate \"0.0\" is not a decimal integer");
+    /* what the messages advise parses */
+    sluice_config c;
+    char err[256];
+    CHECK_EQ(sluice_config_parse("fixed-window limit=10 window=1500ms", &c, err, sizeof err), SLUICE_OK);
+    CHECK_EQ(c.period_ms, 1500);
+    CHECK_EQ(sluice_config_parse("token-bucket capacity=3 rate=3/200ms", &c, err, sizeof err), SLUICE_OK);
 }
 
 /* Every message starts "at N: " with N within the text. */
@@ -760,5 +854,6 @@ TEST(errors) {
 }
 
 TEST_MAIN(constructors, validate_rejects, validate_accepts_boundaries, validate_message_buffer,
+          parse_suggests_the_nearest_name, parse_fractions_suggest_integers,
           params_init, algo_of, parse_examples, parse_variants, parse_errors, parse_fuzz, format,
           format_truncation, round_trip_random, errors)

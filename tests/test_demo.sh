@@ -3,11 +3,13 @@
 # exit codes hold (help: 0, unknown command: 2, usage on stderr).
 # ctest sets SLUICE_BIN to the built sluice binary.
 #
-# The expected text replays the seed design's Main with sluice. Where sluice's
-# exact semantics differ from the seed's Java, the output says so in "# " lines.
-# The per-key part (alice, alice, alice, bob; tracked keys; the exhaustive
-# switch on alice) runs on a memory store with a manual clock, as the seed's
-# PerKeyLimiter: token-bucket capacity=2 rate=1/s, every request at t=0.
+# The expected text is the scenarios of the design sluice grew from (its
+# Main), with their figures, printed as the CLI prints decisions ("allowed
+# remaining=R", "denied retry_after_ms=X"), for users: no design records, no
+# Java. Where sluice's exact answers differ from a boundary hint, "# " lines
+# say why. The per-key part (alice, alice, alice, bob; tracked keys; a
+# caller's two branches on alice) runs on a memory store with a manual
+# clock: token-bucket capacity=2 rate=1/s, every request at t=0.
 set -u
 
 . "$(dirname "$0")/cli_test.sh" test_demo
@@ -15,35 +17,41 @@ set -u
 # ---- sluice demo: the whole stdout ----
 
 cat >"$tmp/expected" <<'EOF'
-t=0     Allowed[remaining=2]
-t=0     Allowed[remaining=1]
-t=0     Allowed[remaining=0]
-t=0     Denied[retryAfterMs=1000]
-t=500   Denied[retryAfterMs=500]
-t=1000  Allowed[remaining=0]
-t=61000 Allowed[remaining=0] (refill is capped at capacity)
+a token bucket: token-bucket capacity=3 rate=1/s (3 tokens, one back a second)
+t=0      allowed remaining=2
+t=0      allowed remaining=1
+t=0      allowed remaining=0
+t=0      denied retry_after_ms=1000
+t=500    denied retry_after_ms=500
+t=1000   allowed remaining=0
+t=61000  cost=3 allowed remaining=0 (a minute idle refills 3 tokens, no more)
 rejected: cost 5 is outside 1..3
 rejected: capacity 0 is outside 1..1000000000
-t=900   Allowed[remaining=0]
-t=1000  Denied[retryAfterMs=100]
-# the seed prints retryAfterMs=1000 here: its hint is the next window boundary.
-# sluice gives the exact earliest retry: at t=1100 the previous window's 10 weigh
-# 10*900/1000 = 9, and 9 + 1 <= 10.
-t=1500  Allowed[remaining=0]
-t=1500  Denied[retryAfterMs=100]
-# the seed prints retryAfterMs=500 here (the next boundary); at t=1600 the previous
-# window weighs 10*400/1000 = 4, and 4 + 5 + 1 <= 10.
-# the seed also floors the previous window's weight, prev*(W-e)/W, so it can admit
-# what the estimate refuses (9.5 + 1 taken as 9 + 1 <= 10); sluice compares the
-# exact rational prev*(W-e) + (cur+n)*W <= L*W. Here the weights are whole, so
-# the decisions agree.
+
+a sliding window: sliding-window limit=10 window=1s (the last window's count fades out)
+t=900    cost=10 allowed remaining=0
+t=1000   denied retry_after_ms=100
+# the exact earliest retry, not the next window boundary (1000 ms away): at
+# t=1100 the previous window's 10 weigh 10*900/1000 = 9, and 9 + 1 <= 10.
+t=1500   cost=5 allowed remaining=0
+t=1500   denied retry_after_ms=100
+# again not the next boundary (500 ms away): at t=1600 the previous window
+# weighs 10*400/1000 = 4, and 4 + 5 + 1 <= 10. The weight is compared exactly,
+# prev*(W-e) + (cur+n)*W <= L*W, never rounded down (which would take
+# 9.5 + 1 for 9 + 1 <= 10 and admit one too many).
+
+a fixed window: fixed-window limit=10 window=1s (the burst at a boundary)
 allowed at t=999: 10, at t=1000: 10, within 1 ms: 20
-alice: Allowed[remaining=1]
-alice: Allowed[remaining=0]
-alice: Denied[retryAfterMs=1000]
-bob: Allowed[remaining=1]
+
+per key (a memory: store): token-bucket capacity=2 rate=1/s, every request at t=0
+alice    allowed remaining=1
+alice    allowed remaining=0
+alice    denied retry_after_ms=1000
+bob      allowed remaining=1
 tracked keys: 2
-wait 1000 ms
+alice again: wait 1000 ms
+
+8 threads, one limiter: token-bucket capacity=100 rate=1/s, a clock that stands still
 attempts: 400, allowed: 100
 EOF
 
@@ -61,6 +69,16 @@ if [[ -s "$tmp/stderr" ]]; then
     fail "sluice demo wrote to stderr:"
     cat "$tmp/stderr" >&2
 fi
+
+# ---- what users read speaks to them: no design documents, no Java ----
+for args in demo help "demo --help" "simulate --help" "check --help" "run --help" "pipe --help" \
+    "stats --help" "version --help"; do
+    # shellcheck disable=SC2086 # the words of args are the arguments
+    "$SLUICE_BIN" $args >"$tmp/out" 2>&1
+    if grep -Eni 'seed|java|Allowed\[|Denied\[|retryAfterMs' "$tmp/out" >"$tmp/hits"; then
+        fail "sluice $args speaks of the design, not to users: $(cat "$tmp/hits")"
+    fi
+done
 
 # ---- exit codes and where usage goes ----
 
@@ -94,5 +112,18 @@ rc=$?
 rc=$?
 [[ $rc -eq 0 ]] || fail "sluice version exited $rc, want 0"
 grep -Eq '^sluice [0-9]+\.[0-9]+\.[0-9]+$' "$tmp/out" || fail "sluice version printed '$(cat "$tmp/out")'"
+cp "$tmp/out" "$tmp/version"
+
+# --version and -V are the version command
+for flag in --version -V; do
+    "$SLUICE_BIN" "$flag" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [[ $rc -eq 0 ]] || fail "sluice $flag exited $rc, want 0: $(cat "$tmp/err")"
+    cmp -s "$tmp/version" "$tmp/out" || fail "sluice $flag printed '$(cat "$tmp/out")', not what version prints"
+    [[ -s "$tmp/err" ]] && fail "sluice $flag wrote to stderr: $(cat "$tmp/err")"
+    "$SLUICE_BIN" "$flag" extra >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    [[ $rc -eq 2 ]] || fail "sluice $flag extra exited $rc, want 2"
+done
 
 cli_test_end

@@ -258,6 +258,66 @@ TEST(composite_allowed_each_part) {
     sluice_policy_free(p);
 }
 
+/* t names the part's own reset, not the whole policy's: the most it can be
+ * for the part's remaining (a bucket: the time to refill what is missing;
+ * a window: one window, a sliding window two, a log one window), and never
+ * more than the policy's reset_ms. */
+TEST(composite_t_is_the_named_part_own_reset) {
+    sluice_config parts[2] = {sluice_token_bucket(10, 10, 1000), sluice_fixed_window(100, 60000)};
+    sluice_policy *p = NULL;
+    REQUIRE_OK(sluice_policy_new("api", parts, 2, &p));
+    const char *policy_line = "RateLimit-Policy: \"api\";q=10;w=1, \"api.1\";q=100;w=60\r\n";
+    char want[256];
+    /* the bucket is empty: full again within 10 tokens at 10/s, 1 s; the
+     * window beside it resets in 56 s */
+    sluice_decision d = allowed(0, 56000);
+    d.limit = 10;
+    snprintf(want, sizeof want, "%sRateLimit: \"api\";r=0;t=1\r\n", policy_line);
+    CHECK_STR(fmt(p, &d), want);
+    /* 3 tokens missing: 300 ms, one second rounded up */
+    d = allowed(7, 56000);
+    snprintf(want, sizeof want, "%sRateLimit: \"api\";r=7;t=1\r\n", policy_line);
+    CHECK_STR(fmt(p, &d), want);
+    /* a full part is fresh: 0 */
+    d = allowed(10, 56000);
+    snprintf(want, sizeof want, "%sRateLimit: \"api\";r=10;t=0\r\n", policy_line);
+    CHECK_STR(fmt(p, &d), want);
+    /* the window named: at most its 60 s, and here the policy's 30 s */
+    d = allowed(0, 30000);
+    d.part = 1;
+    snprintf(want, sizeof want, "%sRateLimit: \"api.1\";r=0;t=30\r\n", policy_line);
+    CHECK_STR(fmt(p, &d), want);
+    sluice_policy_free(p);
+
+    /* slow buckets, a sliding window and a log beside a day's window */
+    sluice_config slow[4] = {sluice_token_bucket(5, 1, 60000), sluice_sliding_window(50, 10000),
+                             sluice_sliding_log(20, 5000), sluice_fixed_window(1000, 86400000)};
+    REQUIRE_OK(sluice_policy_new("s", slow, 4, &p));
+    static const struct {
+        int part;
+        int64_t remaining;
+        const char *t;
+    } cases[] = {
+        {0, 3, "t=120"}, /* 2 tokens at 1/min */
+        {0, 0, "t=300"},
+        {1, 0, "t=20"},  /* a sliding window: two of its windows */
+        {1, 49, "t=20"},
+        {1, 50, "t=0"},
+        {2, 4, "t=5"},   /* a log: one window */
+        {2, 20, "t=0"},
+        {3, 0, "t=86000"}, /* the day's own: the policy's reset */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        d = allowed(cases[i].remaining, 86000000);
+        d.part = cases[i].part;
+        const char *got = fmt(p, &d);
+        const char *t = strstr(got, ";t=");
+        CHECK(t != NULL);
+        if (t) CHECK_STR(t + 1, strcat(strcpy(want, cases[i].t), "\r\n"));
+    }
+    sluice_policy_free(p);
+}
+
 TEST(composite_denied) {
     sluice_policy *p = composite();
     REQUIRE(p);
@@ -284,17 +344,19 @@ TEST(composite_eight_parts) {
 
 /* ---- buffer sizes ---- */
 
-/* Every len below strlen+1 fails with ENOMEM and leaves "" (and touches
- * nothing past len); len = strlen+1 succeeds. */
+/* As snprintf: every len returns the length of the whole text; below
+ * strlen+1 it leaves "" (nothing cut in the middle of a field) and touches
+ * nothing past len; len = strlen+1 writes it all. */
 static void check_every_length(const sluice_policy *p, const sluice_decision *d) {
     char full[2048];
     int n = sluice_headers_format(p, d, full, sizeof full);
     REQUIRE(n > 0);
+    CHECK_EQ(sluice_headers_format(p, d, NULL, 0), n); /* how much room it needs */
     char buf[2048 + 16];
     for (size_t len = 0; len <= (size_t)n; len++) {
         memset(buf, 'X', sizeof buf);
         int rc = sluice_headers_format(p, d, buf, len);
-        CHECK_EQ(rc, SLUICE_ENOMEM);
+        CHECK_EQ(rc, n);
         if (len > 0) CHECK_EQ(buf[0], 0);
         else CHECK_EQ(buf[0], 'X');
         int clean = 1;
@@ -337,8 +399,8 @@ TEST(null_arguments) {
     CHECK_EQ(sluice_headers_format(NULL, &d, buf, sizeof buf), SLUICE_EINVAL);
     CHECK_EQ(sluice_headers_format(p, NULL, buf, sizeof buf), SLUICE_EINVAL);
     CHECK_EQ(sluice_headers_format(p, &d, NULL, sizeof buf), SLUICE_EINVAL);
-    CHECK_EQ(sluice_headers_format(p, &d, NULL, 0), SLUICE_EINVAL);
     CHECK_EQ(sluice_headers_format(NULL, NULL, NULL, 0), SLUICE_EINVAL);
+    CHECK_EQ(sluice_headers_format(NULL, &d, NULL, 0), SLUICE_EINVAL);
     CHECK_STR(buf, "untouched");
     sluice_policy_free(p);
 }
@@ -417,10 +479,32 @@ TEST(from_a_composite_limiter) {
     sluice_clock_free(clk);
 }
 
+/* The issue's case, from a real limiter: a 1 s bucket beside a minute's
+ * window named the bucket with the window's reset (t=56). */
+TEST(from_a_bucket_beside_a_window) {
+    sluice_clock *clk = sluice_clock_manual_new(4000);
+    REQUIRE(clk);
+    sluice_config parts[2] = {sluice_token_bucket(10, 10, 1000), sluice_fixed_window(100, 60000)};
+    sluice_policy *p = NULL;
+    REQUIRE_OK(sluice_policy_new("api", parts, 2, &p));
+    sluice_limiter *l = NULL;
+    REQUIRE_OK(sluice_limiter_new_policy(p, clk, &l));
+    sluice_decision d;
+    for (int i = 0; i < 10; i++) REQUIRE_OK(sluice_acquire(l, 1, &d));
+    CHECK(d.allowed);
+    CHECK_EQ(d.part, 0);
+    CHECK_EQ(d.reset_ms, 56000);
+    CHECK_STR(fmt(p, &d), "RateLimit-Policy: \"api\";q=10;w=1, \"api.1\";q=100;w=60\r\n"
+                          "RateLimit: \"api\";r=0;t=1\r\n");
+    sluice_limiter_free(l);
+    sluice_policy_free(p);
+    sluice_clock_free(clk);
+}
+
 TEST_MAIN(one_part_allowed, one_part_denied, one_part_denied_with_remaining,
           name_characters_pass_through, window_algorithms_quota_and_window,
           bucket_quota_and_window, reset_rounds_up, retry_after_rounds_up, unenforced_has_no_ratelimit,
-          no_retry_after_when_allowed, composite_allowed_each_part, composite_denied,
-          composite_eight_parts, buffer_too_small_one_part, buffer_too_small_composite,
+          no_retry_after_when_allowed, composite_allowed_each_part, composite_t_is_the_named_part_own_reset,
+          composite_denied, composite_eight_parts, buffer_too_small_one_part, buffer_too_small_composite,
           null_arguments, decision_not_from_this_policy, from_a_token_bucket,
-          from_a_composite_limiter)
+          from_a_composite_limiter, from_a_bucket_beside_a_window)

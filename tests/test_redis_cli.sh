@@ -178,4 +178,73 @@ rc=$?
 [[ $rc -eq 2 ]] || fail "bad store URL: exit $rc, want 2"
 grep -q "clock=sometimes" "$tmp/err" || fail "bad store URL: message does not name clock=sometimes: $(cat "$tmp/err")"
 
+# ---- a store that cannot decide: said, and --strict makes it an error -------
+# "dead": a port where nothing listens. Every decision there is made by
+# on_error (allow by default: admitted, not counted).
+dead="redis://127.0.0.1:1?connect_timeout_ms=50"
+P='fixed-window limit=1 window=1m'
+sl() { # ARGS...: sluice ARGS with $tmp/in on stdin; sets rc, $tmp/out, $tmp/err
+    "$SLUICE_BIN" "$@" <"$tmp/in" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+}
+warned() { # NAME CMD: one warning line on stderr, naming the server's reason
+    [[ $(grep -c "^sluice $2: warning: .*could not decide" "$tmp/err") -eq 1 ]] ||
+        fail "$1: not one warning on stderr: $(cat "$tmp/err")"
+    grep -q 'Connection refused' "$tmp/err" || fail "$1: the warning does not give the reason: $(cat "$tmp/err")"
+}
+: >"$tmp/in"
+sl check k --policy "$P" --store "$dead"
+[[ $rc -eq 0 && "$(cat "$tmp/out")" == 'allowed remaining=0 reset_ms=0 enforced=false' ]] ||
+    fail "check, no server: exit $rc, stdout '$(cat "$tmp/out")'"
+warned "check, no server" check
+grep -q 'admitted without being counted' "$tmp/err" || fail "check, no server: $(cat "$tmp/err")"
+sl check k --policy "$P" --store "$dead&on_error=deny"
+[[ $rc -eq 1 ]] || fail "check, no server, on_error=deny: exit $rc, want 1"
+warned "check, no server, on_error=deny" check
+grep -q 'denied without being counted' "$tmp/err" || fail "check, on_error=deny: $(cat "$tmp/err")"
+sl check k --policy "$P" --store "$dead" --strict
+[[ $rc -eq 2 && ! -s "$tmp/out" ]] || fail "check --strict, no server: exit $rc, stdout '$(cat "$tmp/out")'"
+grep -q 'Connection refused' "$tmp/err" || fail "check --strict, no server: no reason: $(cat "$tmp/err")"
+sl check k --policy "$P" --store "$dead&on_error=allow" --strict --json
+[[ $rc -eq 2 && ! -s "$tmp/out" ]] || fail "check --strict, on_error=allow: exit $rc, stdout '$(cat "$tmp/out")'"
+grep -q 'could not decide (--strict): .*Connection refused' "$tmp/err" || fail "check --strict, on_error=allow: $(cat "$tmp/err")"
+sl run k --policy "$P" --store "$dead" -- echo ran
+[[ $rc -eq 0 && "$(cat "$tmp/out")" == ran ]] || fail "run, no server: exit $rc, stdout '$(cat "$tmp/out")'"
+warned "run, no server" run
+sl run k --policy "$P" --store "$dead" --strict -- echo ran
+[[ $rc -eq 2 && ! -s "$tmp/out" ]] || fail "run --strict, no server: exit $rc, stdout '$(cat "$tmp/out")'"
+grep -q 'Connection refused' "$tmp/err" || fail "run --strict, no server: no reason: $(cat "$tmp/err")"
+sl stats --store "$dead"
+[[ $rc -eq 2 && ! -s "$tmp/out" ]] || fail "stats, no server: exit $rc, stdout '$(cat "$tmp/out")'"
+grep -q "^sluice stats: .*127.0.0.1:1" "$tmp/err" || fail "stats, no server: $(cat "$tmp/err")"
+sl stats --store "$dead" --json
+[[ $rc -eq 2 && ! -s "$tmp/out" ]] || fail "stats --json, no server: exit $rc"
+seq 5 >"$tmp/in"
+sl pipe --policy "$P" --store "$dead"
+[[ $rc -eq 0 ]] || fail "pipe, no server: exit $rc: $(cat "$tmp/err")"
+cmp -s "$tmp/in" "$tmp/out" || fail "pipe, no server: output differs from input"
+warned "pipe, no server" pipe
+printf '0 a\n0 a\n5 b\n' >"$tmp/in"
+sl simulate "$P" --store "$dead"
+[[ $rc -eq 0 && $(grep -c ' enforced=false$' "$tmp/out") -eq 3 ]] ||
+    fail "simulate, no server: exit $rc, stdout $(cat "$tmp/out")"
+warned "simulate, no server" simulate
+grep -qx '# 3 requests, 3 allowed, 0 denied, 3 not enforced' "$tmp/err" || fail "simulate, no server: summary: $(cat "$tmp/err")"
+
+# The same against the server: enforced, nothing on stderr.
+live="redis://127.0.0.1:$port?prefix=live:"
+: >"$tmp/in"
+for strict in "" --strict; do
+    sl check k --policy "$P" --store "$live" $strict
+    [[ $rc -eq 0 && "$(cat "$tmp/out")" =~ ^allowed\ remaining=0\ reset_ms=[0-9]+$ ]] ||
+        fail "check $strict, a server: exit $rc, stdout '$(cat "$tmp/out")'"
+    [[ -s "$tmp/err" ]] && fail "check $strict, a server: stderr: $(cat "$tmp/err")"
+    "$redis_cli" -h 127.0.0.1 -p "$port" FLUSHALL >/dev/null
+done
+sl run k --policy "$P" --store "$live" --strict -- echo ran
+[[ $rc -eq 0 && "$(cat "$tmp/out")" == ran && ! -s "$tmp/err" ]] || fail "run --strict, a server: exit $rc: $(cat "$tmp/err")"
+sl stats --store "$live"
+[[ $rc -eq 0 ]] || fail "stats, a server: exit $rc: $(cat "$tmp/err")"
+grep -Eqx 'keys: [0-9]+' "$tmp/out" || fail "stats, a server: $(cat "$tmp/out")"
+
 cli_test_end "$case_no traces identical on redis:// and memory:"

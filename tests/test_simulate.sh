@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_simulate.sh: `sluice simulate SPEC [--store URL] [--allow-backwards]`
 # replays a trace "TIME_MS KEY [COST]" from stdin and prints one exact line
-# per request. The expected lines below are computed by hand from
+# per request (or a JSON object, --json), or a summary (--summary), and can
+# draw the run (--svg FILE, checked with python3's xml.etree). The expected lines below are computed by hand from
 # docs/semantics.md (the reasoning is written out for several of them), not
 # copied from the program.
 # ctest sets SLUICE_BIN to the built sluice binary.
@@ -445,7 +446,7 @@ grep -qx '# 4 requests, 4 allowed, 0 denied, 1 keys held' "$tmp/err" ||
 rc=$?
 [[ $rc -eq 0 ]] || fail "simulate --help exited $rc"
 [[ -s "$tmp/err" ]] && fail "simulate --help wrote to stderr"
-for want in '^usage: sluice simulate SPEC' 'TIME_MS KEY \[COST\]' '--allow-backwards' '--store URL' '^example:'; do
+for want in '^usage: sluice simulate \[SPEC \| --policy SPEC\]' 'TIME_MS KEY \[COST\]' '--allow-backwards' '--store URL' '^example:'; do
     grep -Eq -- "$want" "$tmp/out" || fail "simulate --help lacks /$want/"
 done
 # The help's example is true: run it and compare with the lines it shows.
@@ -517,5 +518,252 @@ awk '/ allowed=1 / {
     for (i = n[k]; i >= 1 && ts[k, i] > t - 1000; i--) sum += cs[k, i]
     if (sum > 50) { print "key " k " has " sum " within 1000 ms at t=" t; bad = 1 }
 } END { exit bad }' "$tmp/out" >"$tmp/viol" || fail "sliding log: $(head -3 "$tmp/viol")"
+
+# ---- --policy SPEC, as every other command takes it ---------------------------
+printf '0 alice\n0 alice\n0 alice\n500 alice\n500 bob 2\n1500 alice\n' >"$tmp/in"
+sim 'token-bucket capacity=2 rate=1/s'
+cp "$tmp/out" "$tmp/want"
+ok "--policy SPEC" --policy 'token-bucket capacity=2 rate=1/s'
+ok "--policy=SPEC" --store memory: --policy='token-bucket capacity=2 rate=1/s'
+: >"$tmp/in"
+bad_args "SPEC and --policy" 'SPEC is given twice' 'fixed-window limit=1 window=1s' --policy 'fixed-window limit=1 window=1s'
+bad_args "--policy without SPEC" '--policy needs a value' --policy
+bad_args "--policy, a bad SPEC" 'bad SPEC: at 0: unknown algorithm "fixd-window": did you mean' --policy 'fixd-window limit=1 window=1s'
+
+# ---- --json: every field of the decision, part and limit included -------------
+# fixed-window L=3 W=1000 and token-bucket C=2 at 1/ms (r=1, p=1, tau=2):
+#  t=0:  FW 0->1 (rem 2, reset 1000); TB b=0 -> 1 (rem 1, reset 1): the
+#        least remaining is the bucket's: part 1, limit 2; reset 1000.
+#  t=0:  FW 1->2 (rem 1); TB 1 -> 2 (rem 0, reset 2): part 1, limit 2.
+#  t=10: FW 2->3 (rem 0, reset 990); TB b=max(2-10,0)=0 -> 1 (rem 1): the
+#        window's 0 is least: part 0, limit 3; reset 990.
+#  t=10: FW denies (retry 990, reset 990); TB would admit, as it is: rem 1,
+#        reset 1. Denied: remaining 0 (part 0, limit 3), retry 990, reset 990.
+printf '0 c\n0 c\n10 c\n10 c\n' >"$tmp/in"
+cat >"$tmp/want" <<'EOF'
+{"t":0,"key":"c","cost":1,"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":1000,"delay_ms":0,"limit":2,"part":1,"enforced":true}
+{"t":0,"key":"c","cost":1,"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":1000,"delay_ms":0,"limit":2,"part":1,"enforced":true}
+{"t":10,"key":"c","cost":1,"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":990,"delay_ms":0,"limit":3,"part":0,"enforced":true}
+{"t":10,"key":"c","cost":1,"allowed":false,"remaining":0,"retry_after_ms":990,"reset_ms":990,"delay_ms":0,"limit":3,"part":0,"enforced":true}
+EOF
+C2='fixed-window limit=3 window=1s; token-bucket capacity=2 rate=1/ms'
+ok "--json" --json "$C2"
+grep -qx '# 4 requests, 3 allowed, 1 denied, 1 keys held' "$tmp/err" || fail "--json: summary on stderr: $(cat "$tmp/err")"
+# the JSON says what the lines say, line for line, for every algorithm
+cp "$tmp/gen" "$tmp/in"
+for spec in 'token-bucket capacity=50 rate=1/s' 'leaky-bucket capacity=50 rate=1/s' \
+    'sliding-log limit=50 window=1s' 'gcra rate=10/s burst=50; fixed-window limit=80 window=1h'; do
+    sim "$spec"
+    cp "$tmp/out" "$tmp/lines"
+    sim "$spec" --json
+    python3 -c '
+import json, sys
+for n, line in enumerate(open(sys.argv[1]), 1):
+    d = json.loads(line)
+    assert list(d) == ["t", "key", "cost", "allowed", "remaining", "retry_after_ms", "reset_ms",
+                       "delay_ms", "limit", "part", "enforced"], list(d)
+    print("t=%d key=%s cost=%d allowed=%d remaining=%d retry_after_ms=%d reset_ms=%d delay_ms=%d" % (
+        d["t"], d["key"], d["cost"], d["allowed"], d["remaining"], d["retry_after_ms"],
+        d["reset_ms"], d["delay_ms"]))
+' "$tmp/out" >"$tmp/from-json" 2>"$tmp/py-err" || fail "--json, $spec: not one JSON object a line: $(head -3 "$tmp/py-err")"
+    cmp -s "$tmp/lines" "$tmp/from-json" || fail "--json, $spec: the objects differ from the lines"
+done
+# keys as JSON strings: NUL and bytes that are not UTF-8 escaped, UTF-8 kept
+printf '0 a\0b\n0 \377x\n0 \320\272"\\\n' >"$tmp/in"
+sim --json 'fixed-window limit=5 window=1s'
+python3 -c '
+import json, sys
+keys = [json.loads(l)["key"] for l in open(sys.argv[1], encoding="utf-8")]
+assert keys == ["a\x00b", "\xffx", "\u043a\"\\"], keys' "$tmp/out" 2>"$tmp/py-err" ||
+    fail "--json keys: $(cat "$tmp/py-err") in $(cat -v "$tmp/out")"
+
+# ---- --summary: per part and per key, the most denied first ----------------------
+printf '0 c\n0 c\n10 c\n10 c\n' >"$tmp/in"
+cat >"$tmp/want" <<'EOF'
+requests=4 allowed=3 denied=1 keys=1
+part=0 requests=2 allowed=1 denied=1 config=fixed-window limit=3 window=1s
+part=1 requests=2 allowed=2 denied=0 config=token-bucket capacity=2 rate=1/ms
+key=c requests=4 allowed=3 denied=1
+EOF
+ok "--summary, per part" --summary "$C2"
+grep -qx '# 4 requests, 3 allowed, 1 denied, 1 keys held' "$tmp/err" || fail "--summary: stderr: $(cat "$tmp/err")"
+# fixed-window limit=1: x admitted; y admitted then denied; z admitted; w
+# denied twice after one. Most denied first (w 2, y 1), then by requests,
+# then in the order first seen (x before z).
+printf '0 x\n0 y\n0 y\n0 z\n0 w\n0 w\n0 w\n' >"$tmp/in"
+cat >"$tmp/want" <<'EOF'
+requests=7 allowed=4 denied=3 keys=4
+part=0 requests=7 allowed=4 denied=3 config=fixed-window limit=1 window=1s
+key=w requests=3 allowed=1 denied=2
+key=y requests=2 allowed=1 denied=1
+key=x requests=1 allowed=1 denied=0
+key=z requests=1 allowed=1 denied=0
+EOF
+ok "--summary, keys ranked" 'fixed-window limit=1 window=1s' --summary
+ok "--summary=all" 'fixed-window limit=1 window=1s' --summary=all
+head -3 "$tmp/want" >"$tmp/want2"
+printf 'other_keys=3 requests=4 allowed=3 denied=1\n' >>"$tmp/want2"
+mv "$tmp/want2" "$tmp/want"
+ok "--summary=1" 'fixed-window limit=1 window=1s' --summary=1
+sim 'fixed-window limit=1 window=1s' --summary=2 --json
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert (d["requests"], d["allowed"], d["denied"], d["keys"], d["not_enforced"]) == (7, 4, 3, 4, 0), d
+assert d["parts"] == [{"part": 0, "config": "fixed-window limit=1 window=1s", "requests": 7, "allowed": 4, "denied": 3}], d
+assert d["most_denied"] == [{"key": "w", "requests": 3, "allowed": 1, "denied": 2},
+                            {"key": "y", "requests": 2, "allowed": 1, "denied": 1}], d
+assert d["other_keys"] == {"keys": 2, "requests": 2, "allowed": 2, "denied": 0}, d
+' "$tmp/out" 2>"$tmp/py-err" || fail "--summary --json: $(cat "$tmp/py-err")"
+[[ $(wc -l <"$tmp/out") -eq 1 ]] || fail "--summary --json: not one line"
+: >"$tmp/in"
+: >"$tmp/want"
+printf 'requests=0 allowed=0 denied=0 keys=0\npart=0 requests=0 allowed=0 denied=0 config=fixed-window limit=1 window=1s\n' >"$tmp/want"
+ok "--summary, an empty trace" 'fixed-window limit=1 window=1s' --summary
+bad_args "--summary=0" '--summary=0: expected a number of keys' 'fixed-window limit=1 window=1s' --summary=0
+bad_args "--summary=x" '--summary=x: expected' 'fixed-window limit=1 window=1s' --summary=x
+bad_args "--json=1" '--json=1 takes no value' 'fixed-window limit=1 window=1s' --json=1
+# a bad line: the lines before it are not summed up (exit 2, no summary)
+printf '0 a\nx a\n' >"$tmp/in"
+: >"$tmp/want"
+bad "--summary, a bad line" 2 'time "x"' 'fixed-window limit=1 window=1s' --summary
+
+# ---- --svg FILE: a picture of the run -----------------------------------------
+# check_svg FILE SPEC [KEY:REQUESTS:ALLOWED:DENIED...]: FILE is a well-formed,
+# self-contained SVG document titled with SPEC, with labelled axes, and one
+# panel per KEY in that order whose bars add up to the counts given (read
+# from each bar's tooltip: "t=A..B ms: N admitted, M denied; ...").
+cat >"$tmp/check_svg.py" <<'EOF'
+import re, sys
+import xml.etree.ElementTree as ET
+path, spec, want = sys.argv[1], sys.argv[2], sys.argv[3:]
+NS = "{http://www.w3.org/2000/svg}"
+root = ET.parse(path).getroot()
+def fail(msg):
+    sys.exit("%s: %s" % (path, msg))
+def cls(e):
+    return e.get("class", "").split()
+def text(e):
+    return "".join(e.itertext())
+if root.tag != NS + "svg":
+    fail("the root is %s, not svg" % root.tag)
+for attr in ("width", "height", "viewBox"):
+    if not root.get(attr):
+        fail("no %s" % attr)
+title = root.find(NS + "title")
+if title is None or spec not in title.text:
+    fail("no <title> with the policy")
+for e in root.iter():
+    if e.tag in (NS + "script", NS + "image", NS + "foreignObject", NS + "style", NS + "a"):
+        fail("not self-contained: %s" % e.tag)
+    for k, v in e.attrib.items():
+        if k.endswith("href") or "url(" in v:
+            fail("an outside reference: %s=%s" % (k, v))
+titles = [text(e) for e in root.iter(NS + "text") if "axis-title" in cls(e)]
+unit = [t for t in titles if re.fullmatch(r"time in the trace( since t=-?\d+ ms)? \((ms|s|min|h|d)\)", t)]
+if not unit:
+    fail("no time axis title in %s" % titles)
+panels = [g for g in root.iter(NS + "g") if "panel" in cls(g)]
+if len(panels) != len(want):
+    fail("%d panels, want %d" % (len(panels), len(want)))
+for g, w in zip(panels, want):
+    key, n, a, d = w.rsplit(":", 3)
+    keys = [text(e) for e in g.iter(NS + "text") if "key" in cls(e)]
+    if keys != [key]:
+        fail("panel %s names %s" % (key, keys))
+    ptitles = [text(e) for e in g.iter(NS + "text") if "axis-title" in cls(e)]
+    if not any(t.startswith("requests per ") for t in ptitles) or "remaining" not in ptitles:
+        fail("panel %s: axis titles %s" % (key, ptitles))
+    ticks = [e for t in g.iter(NS + "g") if "tick" in cls(t) for e in t.iter(NS + "text")]
+    if len(ticks) < 4:
+        fail("panel %s: %d tick labels" % (key, len(ticks)))
+    got_a = got_d = 0
+    for bar in g.iter(NS + "g"):
+        t = bar.find(NS + "title")
+        if t is None:
+            continue
+        m = re.match(r"t=-?\d+\.\.-?\d+ ms: (\d+) admitted, (\d+) denied; remaining \d+ after the last$", t.text)
+        if not m:
+            fail("panel %s: a bar's tooltip: %s" % (key, t.text))
+        na, nd = int(m.group(1)), int(m.group(2))
+        rects = {c: r for r in bar.iter(NS + "rect") for c in cls(r)}
+        if (na > 0) != ("admitted" in rects) or (nd > 0) != ("denied" in rects):
+            fail("panel %s: bar %s has marks %s" % (key, t.text, sorted(rects)))
+        got_a += na
+        got_d += nd
+    if (got_a, got_d) != (int(a), int(d)) or got_a + got_d != int(n):
+        fail("panel %s: bars add up to %d admitted, %d denied; want %s" % (key, got_a, got_d, w))
+    line = [e for e in g.iter(NS + "polyline") if "remaining" in cls(e)]
+    if len(line) != 1 or not line[0].get("points", "").strip():
+        fail("panel %s: no remaining line" % key)
+EOF
+check_svg() {
+    python3 "$tmp/check_svg.py" "$@" 2>"$tmp/py-err" || fail "--svg: $(cat "$tmp/py-err")"
+}
+# eight keys, kN with N requests at 1 ms apart, under a limit of 3 an
+# hour: kN has min(N, 3) admitted, the rest denied. The 6 busiest drawn.
+awk 'BEGIN { t = 0; for (n = 1; n <= 8; n++) for (i = 0; i < n; i++) print t++, "k" n }' >"$tmp/in"
+sim 'fixed-window limit=3 window=1h' --svg "$tmp/p.svg"
+[[ $rc -eq 0 ]] || fail "--svg: exit $rc: $(cat "$tmp/err")"
+[[ $(wc -l <"$tmp/out") -eq 36 ]] || fail "--svg: the lines are not printed as without it"
+check_svg "$tmp/p.svg" 'fixed-window limit=3 window=1h' k8:8:3:5 k7:7:3:4 k6:6:3:3 k5:5:3:2 k4:4:3:1 k3:3:3:0
+grep -q 'time in the trace (ms)' "$tmp/p.svg" || fail "--svg: the time axis is not in ms for a 36 ms trace"
+# the busiest are those with the most requests, not the most denied: "calm"
+# has 10, an hour apart, all admitted
+{ cat "$tmp/in"; for h in 0 1 2 3 4 5 6 7 8 9; do echo "$((h * 3600000)) calm"; done; } | sort -n -s -k1,1 >"$tmp/in2"
+mv "$tmp/in2" "$tmp/in"
+sim 'fixed-window limit=3 window=1h' --svg "$tmp/p.svg"
+check_svg "$tmp/p.svg" 'fixed-window limit=3 window=1h' calm:10:10:0 k8:8:3:5 k7:7:3:4 k6:6:3:3 k5:5:3:2 k4:4:3:1
+# with --summary, and a trace of a minute: the axis in seconds
+awk 'BEGIN { for (t = 0; t <= 60000; t += 100) { print t, "api"; if (t % 1000 == 0) print t, "batch 5" } }' >"$tmp/in"
+sim 'token-bucket capacity=10 rate=5/s' --summary --svg "$tmp/p.svg"
+[[ $rc -eq 0 ]] || fail "--svg --summary: exit $rc: $(cat "$tmp/err")"
+read -r api_n api_a api_d < <(sim 'token-bucket capacity=10 rate=5/s' --summary=all && sed -n 's/^key=api requests=\([0-9]*\) allowed=\([0-9]*\) denied=\([0-9]*\)$/\1 \2 \3/p' "$tmp/out")
+read -r b_n b_a b_d < <(sed -n 's/^key=batch requests=\([0-9]*\) allowed=\([0-9]*\) denied=\([0-9]*\)$/\1 \2 \3/p' "$tmp/out")
+check_svg "$tmp/p.svg" 'token-bucket capacity=10 rate=5/s' "api:$api_n:$api_a:$api_d" "batch:$b_n:$b_a:$b_d"
+grep -q 'time in the trace (s)' "$tmp/p.svg" || fail "--svg: the time axis is not in s for a minute's trace"
+# keys that XML would misread, or that are not UTF-8, and times far from 0
+printf '1700000000000 <a&b>"\n1700000000500 \377\n1700000001000 <a&b>"\n' >"$tmp/in"
+sim 'fixed-window limit=1 window=1s' --svg "$tmp/p.svg"
+check_svg "$tmp/p.svg" 'fixed-window limit=1 window=1s' '<a&b>":2:2:0' '\xff:1:1:0'
+grep -q 'since t=1700000000000 ms' "$tmp/p.svg" || fail "--svg: epoch times are not labelled from an origin"
+# an empty trace: a picture that says so
+: >"$tmp/in"
+sim 'fixed-window limit=1 window=1s' --svg "$tmp/p.svg"
+check_svg "$tmp/p.svg" 'fixed-window limit=1 window=1s'
+grep -q 'no requests' "$tmp/p.svg" || fail "--svg, an empty trace: no word of it"
+# a run that fails leaves no picture; a FILE that cannot be made reads nothing
+printf '0 a\n1 a 0\n' >"$tmp/in"
+sim 'fixed-window limit=1 window=1s' --svg "$tmp/p.svg"
+[[ $rc -eq 2 && ! -e "$tmp/p.svg" ]] || fail "--svg, a bad line: exit $rc, the file is there: $(ls "$tmp")"
+sim 'fixed-window limit=1 window=1s' --svg "$tmp/no/such/p.svg"
+[[ $rc -eq 2 && ! -s "$tmp/out" ]] || fail "--svg in a missing directory: exit $rc"
+grep -q -- "--svg $tmp/no/such/p.svg: No such file or directory" "$tmp/err" || fail "--svg, missing directory: $(cat "$tmp/err")"
+bad_args "--svg without FILE" '--svg needs a FILE' 'fixed-window limit=1 window=1s' --svg
+
+# ---- progress: on a terminal only, for long runs ----------------------------------
+# --progress-after-ms is test-only: progress from the start of the run.
+awk 'BEGIN { for (i = 0; i < 30000; i++) print i, "k" (i % 7) }' >"$tmp/in"
+sim 'token-bucket capacity=5 rate=1/ms' --progress-after-ms 0
+cp "$tmp/out" "$tmp/plain.out"
+[[ "$(cat "$tmp/err")" == '# 30000 requests, 30000 allowed, 0 denied, 7 keys held' ]] ||
+    fail "progress: written where stderr is not a terminal: $(head -c 300 "$tmp/err" | cat -v)"
+if command -v script >/dev/null 2>&1; then
+    # script runs the command on a pseudo-terminal: its stderr is the pty,
+    # recorded in pty.log; stdin and stdout stay files
+    script -qec "$(printf '%q ' "$SLUICE_BIN" simulate 'token-bucket capacity=5 rate=1/ms' --progress-after-ms 0) <$(printf '%q' "$tmp/in") >$(printf '%q' "$tmp/pty.out")" \
+        /dev/null >"$tmp/pty.log" 2>&1
+    rc=$?
+    [[ $rc -eq 0 ]] || fail "progress on a terminal: exit $rc: $(cat -v "$tmp/pty.log" | head -5)"
+    cmp -s "$tmp/plain.out" "$tmp/pty.out" || fail "progress on a terminal: stdout differs"
+    grep -aq $'\rsluice simulate: line [0-9]*, [0-9]* requests, [0-9]*% of the input, [0-9]*\\.[0-9] s' "$tmp/pty.log" ||
+        fail "progress on a terminal: no progress line: $(head -c 300 "$tmp/pty.log" | cat -v)"
+    # erased before the summary
+    grep -aq $'\r\033\\[K# 30000 requests' "$tmp/pty.log" ||
+        fail "progress on a terminal: not erased before the summary: $(tail -c 200 "$tmp/pty.log" | cat -v)"
+else
+    echo "test_simulate: no script(1): progress on a terminal not tested"
+fi
+"$SLUICE_BIN" simulate --help | grep -q -- '--progress-after-ms' && fail "simulate --help shows a test-only option"
 
 cli_test_end
