@@ -1008,20 +1008,61 @@ static int cmd_simulate(int argc, char **argv) {
 
 #define CLI_POLICY_NAME "cli"
 
-/* The store used without --store: shm:$XDG_RUNTIME_DIR/sluice.shm when
- * XDG_RUNTIME_DIR is an absolute path to a directory (and has no '?', which
- * would start the URL's parameters), else shm:/tmp/sluice-UID.shm. Written
- * into buf; returns buf. */
-static const char *default_store_url(char *buf, size_t len) {
-    const char *dir = getenv("XDG_RUNTIME_DIR");
+/* Whether dir is a directory of this user's that nobody else may enter
+ * (0), or why not (a static message). */
+static const char *private_dir_problem(const char *dir, char *why, size_t len) {
     struct stat st;
-    if (dir && dir[0] == '/' && !strchr(dir, '?') && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (lstat(dir, &st) != 0) snprintf(why, len, "cannot be read (%s)", strerror(errno));
+    else if (!S_ISDIR(st.st_mode)) snprintf(why, len, "is not a directory");
+    else if (st.st_uid != geteuid())
+        snprintf(why, len, "belongs to uid %u, not to you (uid %u)", (unsigned)st.st_uid, (unsigned)geteuid());
+    else if (st.st_mode & 077) snprintf(why, len, "is open to others (mode %04o)", (unsigned)(st.st_mode & 07777));
+    else return NULL;
+    return why;
+}
+
+/* The store used without --store, in a directory nobody else can have
+ * made or can enter:
+ *  - shm:$XDG_RUNTIME_DIR/sluice.shm, when XDG_RUNTIME_DIR is an absolute
+ *    path (with no '?', which would start the URL's parameters) to such a
+ *    directory (as the XDG spec makes it: the user's, mode 0700);
+ *  - else shm:TMP/sluice-UID/sluice.shm, TMP being $TMPDIR (an absolute
+ *    path) or /tmp, the directory made 0700 when it is not there (not by
+ *    a command that only reads: existing_only). Anyone may create names in
+ *    /tmp, so another user may have made that directory first: then it is
+ *    not used, and the command says why.
+ * 0 with the URL in buf, or 2 with the message printed. */
+static int default_store_url(const char *cmd, char *buf, size_t len, int existing_only) {
+    const char *dir = getenv("XDG_RUNTIME_DIR");
+    char why[128];
+    if (dir && dir[0] == '/' && !strchr(dir, '?') && !private_dir_problem(dir, why, sizeof why)) {
         size_t n = strlen(dir);
         int w = snprintf(buf, len, "shm:%s%ssluice.shm", dir, dir[n - 1] == '/' ? "" : "/");
-        if (w > 0 && (size_t)w < len) return buf;
+        if (w > 0 && (size_t)w < len) return 0;
     }
-    snprintf(buf, len, "shm:/tmp/sluice-%lu.shm", (unsigned long)getuid());
-    return buf;
+    const char *tmp = getenv("TMPDIR");
+    struct stat st;
+    if (!tmp || tmp[0] != '/' || strchr(tmp, '?') || stat(tmp, &st) != 0 || !S_ISDIR(st.st_mode)) tmp = "/tmp";
+    char mine[CLI_URL_MAX];
+    int w = snprintf(mine, sizeof mine, "%s%ssluice-%lu", tmp, tmp[strlen(tmp) - 1] == '/' ? "" : "/",
+                     (unsigned long)geteuid());
+    if (w < 0 || (size_t)w >= sizeof mine || (size_t)w + 16 >= len) {
+        fprintf(stderr, "sluice %s: the default store's path is too long (TMPDIR): give --store URL\n", cmd);
+        return 2;
+    }
+    if (!existing_only && mkdir(mine, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "sluice %s: cannot make the default store's directory %s: %s (give --store URL)\n", cmd,
+                mine, strerror(errno));
+        return 2;
+    }
+    if (lstat(mine, &st) == 0 && private_dir_problem(mine, why, sizeof why)) {
+        fprintf(stderr, "sluice %s: the default store's directory %s %s: someone else may have made it, so it "
+                        "is not used (set XDG_RUNTIME_DIR to a directory of yours, or give --store shm:PATH)\n",
+                cmd, mine, why);
+        return 2;
+    }
+    if (snprintf(buf, len, "shm:%s/sluice.shm", mine) >= (int)len) return 2; /* cannot be: checked above */
+    return 0;
 }
 
 /* ---- options ---- */
@@ -1321,7 +1362,9 @@ static int shm_file_missing(const char *url) {
 static int cli_open_store(const cli_args *a, cli_session *s, int existing_only) {
     char err[256];
     sluice_store_options opts = SLUICE_STORE_OPTIONS_INIT;
-    s->url = a->store_url ? a->store_url : default_store_url(s->url_buf, sizeof s->url_buf);
+    if (a->store_url) s->url = a->store_url;
+    else if (default_store_url(a->cmd->name, s->url_buf, sizeof s->url_buf, existing_only) != 0) return 2;
+    else s->url = s->url_buf;
     if (shm_dir_missing(a->cmd->name, s->url)) return 2;
     if (existing_only && shm_file_missing(s->url)) {
         fprintf(stderr, "sluice %s: store %s: no such file (check, run and pipe create it)\n", a->cmd->name, s->url);
@@ -1416,9 +1459,9 @@ static int policy_has_leaky_bucket(const sluice_policy *p) {
     "                   on_error=error unless the URL says otherwise\n"
 #define CLI_STORE_HELP                                                                       \
     "  --store URL      where the limits live. Default: the per-user shared-memory\n"        \
-    "                   file shm:$XDG_RUNTIME_DIR/sluice.shm, or shm:/tmp/sluice-UID.shm\n"  \
-    "                   when XDG_RUNTIME_DIR is unset or not an absolute directory\n"       \
-    "                   (sluice stats prints which).\n"                                     \
+    "                   file shm:$XDG_RUNTIME_DIR/sluice.shm, or shm:/tmp/sluice-UID/\n"   \
+    "                   sluice.shm (in $TMPDIR if set) when XDG_RUNTIME_DIR is not a\n"     \
+    "                   directory of yours only (sluice stats prints which).\n"           \
     "                   Others: shm:PATH[?max_keys=N], redis://HOST:PORT[/DB] for many\n"    \
     "                   hosts; memory: lives and dies with one invocation\n"
 

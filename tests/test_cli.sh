@@ -257,19 +257,53 @@ rc=$?
 want "stats, default store" 0
 grep -qx "store: shm:$tmp/xdg/sluice.shm" "$tmp/out" || fail "stats, default store: $(head -1 "$tmp/out")"
 grep -qx "allowed: 2" "$tmp/out" || fail "stats, default store: not the store check used"
-# Without XDG_RUNTIME_DIR (or when it is not a directory): a per-user file in
-# /tmp. Opening it creates it: remove it again only if it was not there.
-fallback=/tmp/sluice-$(id -u).shm
-[[ -e $fallback ]] && had_fallback=1 || had_fallback=0
-XDG_RUNTIME_DIR=$tmp/not-a-dir "$SLUICE_BIN" stats >"$tmp/out" 2>"$tmp/err"
+# Without a usable XDG_RUNTIME_DIR: TMP/sluice-UID/sluice.shm, TMP being
+# $TMPDIR (or /tmp), in a directory of the user's that only they may enter.
+# BUG: it was /tmp/sluice-UID.shm, a name another user could take first.
+mkdir "$tmp/tmpdir" && chmod 1777 "$tmp/tmpdir"
+mine=$tmp/tmpdir/sluice-$(id -u)
+XDG_RUNTIME_DIR=$tmp/not-a-dir TMPDIR=$tmp/tmpdir "$SLUICE_BIN" stats >"$tmp/out" 2>"$tmp/err"
 rc=$?
-if [[ $had_fallback -eq 1 ]]; then
-    want "stats, fallback store" 0
-    grep -qx "store: shm:$fallback" "$tmp/out" || fail "stats, fallback store: $(head -1 "$tmp/out") $(cat "$tmp/err")"
-else # stats makes no store: it says which one is not there
-    want "stats, fallback store (none yet)" 2
-    grep -q "store shm:$fallback: no such file" "$tmp/err" || fail "stats, fallback store: $(cat "$tmp/err")"
-    [[ -e $fallback ]] && fail "stats made the fallback store" && rm -f "$fallback"
+want "stats, fallback store (none yet)" 2 # stats makes no store: it says which one is not there
+grep -q "store shm:$mine/sluice.shm: directory $mine does not exist" "$tmp/err" ||
+    fail "stats, fallback store: $(cat "$tmp/err")"
+[[ -e $mine ]] && fail "stats made the fallback store's directory"
+XDG_RUNTIME_DIR=$tmp/not-a-dir TMPDIR=$tmp/tmpdir "$SLUICE_BIN" check f --policy "$P" --manual-clock 0 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+want "check, fallback store" 0 "allowed remaining=1 reset_ms=60000"
+[[ -f $mine/sluice.shm ]] || fail "check did not use $mine/sluice.shm"
+[[ $(stat -c %a "$mine" 2>/dev/null) == 700 ]] || fail "the fallback directory is not 0700: $(stat -c %a "$mine")"
+XDG_RUNTIME_DIR=$tmp/not-a-dir TMPDIR=$tmp/tmpdir "$SLUICE_BIN" stats >"$tmp/out" 2>"$tmp/err"
+rc=$?
+want "stats, fallback store" 0
+grep -qx "store: shm:$mine/sluice.shm" "$tmp/out" || fail "stats, fallback store: $(head -1 "$tmp/out") $(cat "$tmp/err")"
+# an XDG_RUNTIME_DIR that others may enter is not used either
+mkdir "$tmp/xdg-open" && chmod 755 "$tmp/xdg-open"
+XDG_RUNTIME_DIR=$tmp/xdg-open TMPDIR=$tmp/tmpdir "$SLUICE_BIN" check f --policy "$P" --manual-clock 0 >"$tmp/out" 2>"$tmp/err"
+rc=$?
+want "check, XDG_RUNTIME_DIR open to others" 0 "allowed remaining=0 reset_ms=60000"
+[[ -e $tmp/xdg-open/sluice.shm ]] && fail "a store was made in an XDG_RUNTIME_DIR open to others"
+# the fallback directory open to others, or another user's: not used, and said why
+chmod 755 "$mine"
+XDG_RUNTIME_DIR=$tmp/not-a-dir TMPDIR=$tmp/tmpdir "$SLUICE_BIN" check f --policy "$P" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+want "check, fallback directory open to others" 2
+grep -q "directory $mine is open to others (mode 0755).*not used" "$tmp/err" || fail "fallback open to others: $(cat "$tmp/err")"
+chmod 700 "$mine"
+if [[ $(id -u) -eq 0 ]]; then
+    # another user makes the directory first, in a /tmp of its own that
+    # others may enter (the test's $tmp is the test's only)
+    sticky=$(mktemp -d /tmp/sluice-cli-sticky.XXXXXX) && chmod 1777 "$sticky"
+    setpriv --reuid=65534 --regid=65534 --clear-groups mkdir -m 777 "$sticky/sluice-0"
+    XDG_RUNTIME_DIR=$tmp/not-a-dir TMPDIR=$sticky "$SLUICE_BIN" check f --policy "$P" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    want "check, fallback directory another user made" 2
+    grep -q "directory $sticky/sluice-0 belongs to uid 65534.*someone else" "$tmp/err" ||
+        fail "fallback of another user: $(cat "$tmp/err")"
+    [[ -e $sticky/sluice-0/sluice.shm ]] && fail "a store was made in another user's directory"
+    rm -rf "$sticky"
+else
+    echo "(skipped: a directory of another user needs root to make; not root)"
 fi
 # ... and no file for a store that is not there
 sl stats --store "shm:$tmp/no-such.shm"
