@@ -485,8 +485,9 @@ static const char simulate_help[] =
     "With --json, one JSON object per request with every field of the decision:\n"
     "  {\"t\":0,\"key\":\"alice\",\"cost\":1,\"allowed\":true,\"remaining\":1,\n"
     "   \"retry_after_ms\":0,\"reset_ms\":1000,\"delay_ms\":0,\"limit\":2,\"part\":0,\n"
-    "   \"enforced\":true}\n"
-    "(limit: that of the part with the least remaining; part: its index; a key's\n"
+    "   \"part_reset_ms\":1000,\"enforced\":true}\n"
+    "(limit: that of the part with the least remaining; part: its index;\n"
+    "part_reset_ms: that part's own reset; a key's\n"
     "bytes that are not UTF-8 as \\u00XX).\n"
     "With --summary, no line per request; at the end, on stdout:\n"
     "  requests=N allowed=A denied=D keys=K[ not_enforced=U]\n"
@@ -807,9 +808,9 @@ static void sim_print(const simulate_args *a, const sim_request *q, const sluice
         cli_put_json_bytes(stdout, q->key.b, q->key.n);
         printf(",\"cost\":%" PRId64 ",\"allowed\":%s,\"remaining\":%" PRId64 ",\"retry_after_ms\":%" PRId64
                ",\"reset_ms\":%" PRId64 ",\"delay_ms\":%" PRId64 ",\"limit\":%" PRId64
-               ",\"part\":%d,\"enforced\":%s}\n",
+               ",\"part\":%d,\"part_reset_ms\":%" PRId64 ",\"enforced\":%s}\n",
                q->cost, d->allowed ? "true" : "false", d->remaining, d->retry_after_ms, d->reset_ms, d->delay_ms,
-               d->limit, (int)d->part, d->enforced ? "true" : "false");
+               d->limit, (int)d->part, d->part_reset_ms, d->enforced ? "true" : "false");
         return;
     }
     printf("t=%" PRId64 " key=", q->t);
@@ -1485,7 +1486,9 @@ static const char check_help[] =
     "a warning on stderr then gives the store's reason (--strict: an error).\n"
     "With --json, one JSON object with every field of the decision instead:\n"
     "  {\"allowed\":true,\"remaining\":1,\"retry_after_ms\":0,\"reset_ms\":60000,\"delay_ms\":0,\n"
-    "   \"limit\":2,\"enforced\":true,\"part\":0}\n"
+    "   \"limit\":2,\"enforced\":true,\"part\":0,\"part_reset_ms\":60000}\n"
+    "(part: the index of the part with the least remaining, whose limit is limit\n"
+    "and whose own reset is part_reset_ms)\n"
     "\n"
     "options:\n"
     "  KEY, --key KEY   what is limited: 1..512 bytes (a user, a host, a job; the\n"
@@ -1532,9 +1535,10 @@ static void print_decision_line(const sluice_decision *d, int show_delay) {
 
 static void print_decision_json(const sluice_decision *d) {
     printf("{\"allowed\":%s,\"remaining\":%" PRId64 ",\"retry_after_ms\":%" PRId64 ",\"reset_ms\":%" PRId64
-           ",\"delay_ms\":%" PRId64 ",\"limit\":%" PRId64 ",\"enforced\":%s,\"part\":%d}\n",
+           ",\"delay_ms\":%" PRId64 ",\"limit\":%" PRId64 ",\"enforced\":%s,\"part\":%d,\"part_reset_ms\":%" PRId64
+           "}\n",
            d->allowed ? "true" : "false", d->remaining, d->retry_after_ms, d->reset_ms, d->delay_ms, d->limit,
-           d->enforced ? "true" : "false", (int)d->part);
+           d->enforced ? "true" : "false", (int)d->part, d->part_reset_ms);
 }
 
 static int cmd_check(int argc, char **argv) {

@@ -195,6 +195,8 @@ SLUICE_EXTERN int sluice_config_format(const sluice_config *c, char *buf, size_t
  *  limit          the limit (capacity) of the configuration in force.
  *  part           index in the policy of the configuration that set limit
  *                 (the one with least remaining, the first on a tie).
+ *  part_reset_ms  how long until that part alone is back to its fresh
+ *                 state (reset_ms for a one-part policy; at most reset_ms).
  *  enforced       true, except when a remote store could not decide: with
  *                 on_error=allow (its default) the request is admitted
  *                 without being counted, with on_error=deny it is denied
@@ -204,6 +206,7 @@ typedef struct {
     bool enforced;
     int32_t part;
     int64_t remaining, retry_after_ms, reset_ms, delay_ms, limit;
+    int64_t part_reset_ms;
 } sluice_decision;
 
 /* ------------------------------------------------------------------------ */

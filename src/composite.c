@@ -14,6 +14,7 @@ static void combine(const sluice_policy *p, const sluice_decision *parts, int al
             d->remaining = x->remaining;
             d->limit = x->limit;
             d->part = (int32_t)i;
+            d->part_reset_ms = x->reset_ms;
         }
         if (x->retry_after_ms > d->retry_after_ms) d->retry_after_ms = x->retry_after_ms;
         if (x->reset_ms > d->reset_ms) d->reset_ms = x->reset_ms;

@@ -25,7 +25,7 @@
  *     rate even when w was rounded up (a bucket of 1 at 1000/s: q=1000;w=1).
  * t: on a denial, the seconds until this request is admitted (Retry-After's
  * value); when allowed, until the named part is fresh again: its own reset,
- * not the whole policy's (see part_reset_ms). A decision a remote store
+ * not the whole policy's (the decision's part_reset_ms). A decision a remote store
  * could not make (enforced false) has no RateLimit field: it knows nothing
  * of what remains.
  *
@@ -127,40 +127,6 @@ static void quota_window(const sluice_config *c, uint64_t *q, uint64_t *w_s) {
     }
 }
 
-/* The reset of the part a decision names (d->part: the least remaining),
- * in ms. A one-part policy's is the decision's reset_ms. A composite's
- * decision carries only the greatest reset of its parts, and a part's own
- * is not in the decision: it is given as the most it can be for the
- * part's remaining r (never early; for a bucket, late by less than one
- * token's time, P/R ms):
- *   r = limit: the part is fresh, 0 (for every algorithm);
- *   bucket of capacity C at R per P ms: the backlog is at most the C - r
- *     missing tokens, so it refills within ceil((C - r) * P / R) ms (and
- *     after more than (C - r - 1) * P / R);
- *   fixed window, sliding log: within one window W;
- *   sliding window: within two (the current count weighs until the end of
- *     the next window);
- * and never after reset_ms, when every part is fresh. (A store given a
- * reading below its time counts waits from that reading, so a part's reset
- * may then be later than these bounds: t is then early by that step.) */
-static int64_t part_reset_ms(const sluice_policy *p, const sluice_decision *d) {
-    if (sluice_policy_n_parts(p) == 1) return d->reset_ms;
-    const sluice_config *c = sluice_policy_part(p, (size_t)d->part);
-    int64_t most;
-    if (d->remaining >= c->limit) {
-        most = 0;
-    } else if (c->algorithm == SLUICE_TOKEN_BUCKET || c->algorithm == SLUICE_LEAKY_BUCKET) {
-        /* (C - r) * P <= 10^9 * 2.6*10^9: fits */
-        int64_t num = (c->limit - d->remaining) * c->period_ms;
-        most = num / c->rate + (num % c->rate != 0);
-    } else if (c->algorithm == SLUICE_SLIDING_WINDOW) {
-        most = 2 * c->period_ms;
-    } else {
-        most = c->period_ms;
-    }
-    return most < d->reset_ms ? most : d->reset_ms;
-}
-
 /* Printable ASCII only (an sf-string cannot carry anything else). */
 static int name_ok(const char *name) {
     if (!name || !*name) return 0;
@@ -178,7 +144,8 @@ int sluice_headers_format(const sluice_policy *p, const sluice_decision *d, char
     /* A decision that cannot come from this policy: refuse it rather than
      * write headers that lie. */
     if (!name_ok(name) || n_parts < 1 || d->part < 0 || (size_t)d->part >= n_parts ||
-        d->remaining < 0 || d->reset_ms < 0 || d->retry_after_ms < 0)
+        d->remaining < 0 || d->reset_ms < 0 || d->retry_after_ms < 0 || d->part_reset_ms < 0 ||
+        d->part_reset_ms > d->reset_ms)
         return SLUICE_EINVAL;
     for (size_t i = 0; i < n_parts; i++) {
         const sluice_config *c = sluice_policy_part(p, i);
@@ -215,7 +182,7 @@ int sluice_headers_format(const sluice_policy *p, const sluice_decision *d, char
         put_str(&w, ";r=");
         put_sf_uint(&w, (uint64_t)d->remaining);
         put_str(&w, ";t=");
-        put_sf_uint(&w, ceil_seconds(d->allowed ? part_reset_ms(p, d) : d->retry_after_ms));
+        put_sf_uint(&w, ceil_seconds(d->allowed ? d->part_reset_ms : d->retry_after_ms));
         put_str(&w, "\r\n");
     }
 

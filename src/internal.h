@@ -143,7 +143,7 @@ static inline void sluice__gcra_allowed(const sluice__params *p, int64_t b, int6
      * after the CAS, overlapped with the caller's next work) */
     d->remaining = (p->tau - nb) / p->p;
     d->retry_after_ms = 0;
-    d->reset_ms = sluice__ceil_div(nb, p->r);
+    d->reset_ms = d->part_reset_ms = sluice__ceil_div(nb, p->r);
     d->delay_ms = shaper ? sluice__ceil_div(b, p->r) : 0;
     d->limit = p->limit;
 }
@@ -155,7 +155,7 @@ static inline void sluice__gcra_denied(const sluice__params *p, int64_t b, int64
     d->remaining = b <= p->tau ? (int64_t)sluice__div_q(&p->by_p, (uint64_t)(p->tau - b)) : 0;
     /* b - tau > -need, so the sum is positive, and it fits (b <= INT64_MAX) */
     d->retry_after_ms = sluice__gcra_ceil_r(p, (b - p->tau) + cost * p->p);
-    d->reset_ms = sluice__gcra_ceil_r(p, b);
+    d->reset_ms = d->part_reset_ms = sluice__gcra_ceil_r(p, b);
     d->delay_ms = 0;
     d->limit = p->limit;
 }
@@ -423,6 +423,7 @@ static inline void sluice__decision_lag(sluice_decision *d, int64_t lag_ms) {
     if (lag_ms <= 0) return;
     if (d->retry_after_ms) d->retry_after_ms += lag_ms;
     if (d->reset_ms) d->reset_ms += lag_ms;
+    if (d->part_reset_ms) d->part_reset_ms += lag_ms;
     if (d->delay_ms) d->delay_ms += lag_ms;
 }
 

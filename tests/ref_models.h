@@ -506,6 +506,8 @@ REF_FN void ref_model_fill_state_(const ref_model *m, int64_t t, sluice_decision
             ref_die_("composite remaining");
     }
     d->reset_ms = (int64_t)reset;
+    /* the named part's own reset (one part: the same) */
+    d->part_reset_ms = m->n > 1 ? (int64_t)ref_part_reset(&m->part[d->part], t) : d->reset_ms;
 }
 
 /* The model's decision for a request of cost n at reading t: SLUICE_ECOST for
@@ -557,22 +559,22 @@ REF_FN void ref_part_peek(const ref_part *m, int64_t t, sluice_decision *d) {
     d->enforced = true;
     d->remaining = ref_part_remaining(m, t);
     d->limit = m->limit;
-    d->reset_ms = (int64_t)ref_part_reset(m, t);
+    d->reset_ms = d->part_reset_ms = (int64_t)ref_part_reset(m, t);
 }
 
 REF_FN void ref_decision_str(const sluice_decision *d, char *buf, size_t len) {
     snprintf(buf, len,
              "{allowed=%d remaining=%" PRId64 " retry=%" PRId64 " reset=%" PRId64 " delay=%" PRId64
-             " limit=%" PRId64 " part=%d enforced=%d}",
+             " limit=%" PRId64 " part=%d part_reset=%" PRId64 " enforced=%d}",
              (int)d->allowed, d->remaining, d->retry_after_ms, d->reset_ms, d->delay_ms, d->limit,
-             (int)d->part, (int)d->enforced);
+             (int)d->part, d->part_reset_ms, (int)d->enforced);
 }
 
 REF_FN bool ref_decision_eq(const sluice_decision *a, const sluice_decision *b) {
     return a->allowed == b->allowed && a->remaining == b->remaining &&
            a->retry_after_ms == b->retry_after_ms && a->reset_ms == b->reset_ms &&
            a->delay_ms == b->delay_ms && a->limit == b->limit && a->part == b->part &&
-           a->enforced == b->enforced;
+           a->part_reset_ms == b->part_reset_ms && a->enforced == b->enforced;
 }
 
 #endif

@@ -32,7 +32,7 @@ static inline sluice_store *open_store(const char *url, const sluice_clock *cloc
  * gets it wrong does not get the same wrong answer as its reference. */
 static inline void expect_lag(sluice_decision *d, int64_t lag_ms) {
     if (lag_ms <= 0) return;
-    int64_t *waits[] = {&d->retry_after_ms, &d->reset_ms, &d->delay_ms};
+    int64_t *waits[] = {&d->retry_after_ms, &d->reset_ms, &d->delay_ms, &d->part_reset_ms};
     for (size_t i = 0; i < sizeof waits / sizeof waits[0]; i++)
         if (*waits[i] != 0) *waits[i] += lag_ms;
 }
@@ -42,13 +42,14 @@ static inline int same(const sluice_decision *a, const sluice_decision *b) {
     return a->allowed == b->allowed && a->remaining == b->remaining &&
            a->retry_after_ms == b->retry_after_ms && a->reset_ms == b->reset_ms &&
            a->delay_ms == b->delay_ms && a->limit == b->limit && a->part == b->part &&
-           a->enforced == b->enforced;
+           a->part_reset_ms == b->part_reset_ms && a->enforced == b->enforced;
 }
 
 static inline void print_decision(const char *who, const sluice_decision *d) {
-    fprintf(stderr, "  %s: allowed=%d enforced=%d remaining=%lld retry=%lld reset=%lld delay=%lld limit=%lld part=%d\n",
+    fprintf(stderr, "  %s: allowed=%d enforced=%d remaining=%lld retry=%lld reset=%lld delay=%lld limit=%lld part=%d "
+            "part_reset=%lld\n",
             who, d->allowed, d->enforced, (long long)d->remaining, (long long)d->retry_after_ms,
-            (long long)d->reset_ms, (long long)d->delay_ms, (long long)d->limit, d->part);
+            (long long)d->reset_ms, (long long)d->delay_ms, (long long)d->limit, d->part, (long long)d->part_reset_ms);
 }
 
 static inline sluice_stats stats(sluice_store *s) {

@@ -107,7 +107,7 @@ sl check k --policy "$P" --store "$S" --manual-clock 0
 want "check 3" 1 "denied retry_after_ms=60000 remaining=0 reset_ms=60000"
 sl check k --policy "$P" --store "$S" --manual-clock 1000 --json
 want "check --json, denied" 1 \
-    '{"allowed":false,"remaining":0,"retry_after_ms":59000,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0}'
+    '{"allowed":false,"remaining":0,"retry_after_ms":59000,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":59000}'
 json_ok "check --json, denied" "$tmp/out"
 [[ -s "$tmp/err" ]] && fail "check --json wrote to stderr: $(cat "$tmp/err")"
 # another name, another SPEC, another key: each a separate limit
@@ -117,7 +117,7 @@ sl check k --policy 'fixed-window limit=3 window=1m' --store "$S" --manual-clock
 want "check, another SPEC" 0 "allowed remaining=2 reset_ms=59000"
 sl check k2 --policy "$P" --store "$S" --manual-clock 1000 --cost 2 --json
 want "check --cost 2 --json" 0 \
-    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0}'
+    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":59000}'
 json_ok "check --cost 2 --json" "$tmp/out"
 sl check k --policy "$P" --store "$S" --manual-clock 60000
 want "check, next window" 0 "allowed remaining=1 reset_ms=60000"
@@ -152,7 +152,7 @@ sl check q --policy "$L" --store "shm:$tmp/leaky.shm" --manual-clock 0
 want "leaky 1" 0 "allowed remaining=1 reset_ms=1000 delay_ms=0"
 sl check q --policy "$L" --store "shm:$tmp/leaky.shm" --manual-clock 0 --json
 want "leaky 2" 0 \
-    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":2000,"delay_ms":1000,"limit":2,"enforced":true,"part":0}'
+    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":2000,"delay_ms":1000,"limit":2,"enforced":true,"part":0,"part_reset_ms":2000}'
 sl check q --policy "$L" --store "shm:$tmp/leaky.shm" --manual-clock 0
 want "leaky 3" 1 "denied retry_after_ms=1000 remaining=0 reset_ms=2000"
 

@@ -533,18 +533,20 @@ bad_args "--policy, a bad SPEC" 'bad SPEC: at 0: unknown algorithm "fixd-window"
 # ---- --json: every field of the decision, part and limit included -------------
 # fixed-window L=3 W=1000 and token-bucket C=2 at 1/ms (r=1, p=1, tau=2):
 #  t=0:  FW 0->1 (rem 2, reset 1000); TB b=0 -> 1 (rem 1, reset 1): the
-#        least remaining is the bucket's: part 1, limit 2; reset 1000.
-#  t=0:  FW 1->2 (rem 1); TB 1 -> 2 (rem 0, reset 2): part 1, limit 2.
+#        least remaining is the bucket's: part 1, limit 2; reset 1000; the
+#        bucket's own reset 1 (part_reset_ms).
+#  t=0:  FW 1->2 (rem 1); TB 1 -> 2 (rem 0, reset 2): part 1, limit 2, its
+#        own reset 2.
 #  t=10: FW 2->3 (rem 0, reset 990); TB b=max(2-10,0)=0 -> 1 (rem 1): the
 #        window's 0 is least: part 0, limit 3; reset 990.
 #  t=10: FW denies (retry 990, reset 990); TB would admit, as it is: rem 1,
 #        reset 1. Denied: remaining 0 (part 0, limit 3), retry 990, reset 990.
 printf '0 c\n0 c\n10 c\n10 c\n' >"$tmp/in"
 cat >"$tmp/want" <<'EOF'
-{"t":0,"key":"c","cost":1,"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":1000,"delay_ms":0,"limit":2,"part":1,"enforced":true}
-{"t":0,"key":"c","cost":1,"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":1000,"delay_ms":0,"limit":2,"part":1,"enforced":true}
-{"t":10,"key":"c","cost":1,"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":990,"delay_ms":0,"limit":3,"part":0,"enforced":true}
-{"t":10,"key":"c","cost":1,"allowed":false,"remaining":0,"retry_after_ms":990,"reset_ms":990,"delay_ms":0,"limit":3,"part":0,"enforced":true}
+{"t":0,"key":"c","cost":1,"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":1000,"delay_ms":0,"limit":2,"part":1,"part_reset_ms":1,"enforced":true}
+{"t":0,"key":"c","cost":1,"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":1000,"delay_ms":0,"limit":2,"part":1,"part_reset_ms":2,"enforced":true}
+{"t":10,"key":"c","cost":1,"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":990,"delay_ms":0,"limit":3,"part":0,"part_reset_ms":990,"enforced":true}
+{"t":10,"key":"c","cost":1,"allowed":false,"remaining":0,"retry_after_ms":990,"reset_ms":990,"delay_ms":0,"limit":3,"part":0,"part_reset_ms":990,"enforced":true}
 EOF
 C2='fixed-window limit=3 window=1s; token-bucket capacity=2 rate=1/ms'
 ok "--json" --json "$C2"
@@ -561,7 +563,7 @@ import json, sys
 for n, line in enumerate(open(sys.argv[1]), 1):
     d = json.loads(line)
     assert list(d) == ["t", "key", "cost", "allowed", "remaining", "retry_after_ms", "reset_ms",
-                       "delay_ms", "limit", "part", "enforced"], list(d)
+                       "delay_ms", "limit", "part", "part_reset_ms", "enforced"], list(d)
     print("t=%d key=%s cost=%d allowed=%d remaining=%d retry_after_ms=%d reset_ms=%d delay_ms=%d" % (
         d["t"], d["key"], d["cost"], d["allowed"], d["remaining"], d["retry_after_ms"],
         d["reset_ms"], d["delay_ms"]))

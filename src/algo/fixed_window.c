@@ -24,7 +24,7 @@ static void fw_fill(const sluice__params *p, int64_t K, int64_t count, int64_t n
     d->part = 0;
     d->limit = p->limit;
     d->remaining = p->limit - count;
-    d->reset_ms = count > 0 ? to_end : 0;
+    d->reset_ms = d->part_reset_ms = count > 0 ? to_end : 0;
     d->delay_ms = 0;
 }
 

@@ -65,7 +65,7 @@ static void log_fill(const sluice__params *p, int64_t used, int64_t newest_ms, i
     d->part = 0;
     d->limit = p->limit;
     d->remaining = p->limit - used;
-    d->reset_ms = used > 0 ? newest_ms + p->window_ms - now_ms : 0;
+    d->reset_ms = d->part_reset_ms = used > 0 ? newest_ms + p->window_ms - now_ms : 0;
     d->delay_ms = 0;
 }
 

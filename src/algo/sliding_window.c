@@ -56,7 +56,7 @@ static void sw_fill(const sluice__params *p, const sw_view *v, int64_t cur, int6
     d->part = 0;
     d->limit = p->limit;
     d->remaining = rem > 0 ? rem : 0;
-    d->reset_ms = cur > 0 ? (v->K + 2) * W - now_ms : v->P > 0 ? (v->K + 1) * W - now_ms : 0;
+    d->reset_ms = d->part_reset_ms = cur > 0 ? (v->K + 2) * W - now_ms : v->P > 0 ? (v->K + 1) * W - now_ms : 0;
     d->delay_ms = 0;
 }
 

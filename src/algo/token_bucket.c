@@ -19,7 +19,7 @@ static void gcra_far(const sluice__params *p, sluice__i128 b, int64_t cost, slui
     d->allowed = false;
     d->remaining = 0;
     d->retry_after_ms = (int64_t)ceil_div128(b - p->tau + (sluice__i128)cost * p->p, p->r);
-    d->reset_ms = (int64_t)ceil_div128(b, p->r);
+    d->reset_ms = d->part_reset_ms = (int64_t)ceil_div128(b, p->r);
     d->delay_ms = 0;
 }
 
@@ -47,7 +47,7 @@ void sluice__gcra_peek(const sluice__params *p, const sluice__state *s, int64_t 
     d->limit = p->limit;
     d->remaining = b <= p->tau ? (int64_t)((p->tau - b) / p->p) : 0;
     d->retry_after_ms = 0;
-    d->reset_ms = (int64_t)ceil_div128(b, p->r);
+    d->reset_ms = d->part_reset_ms = (int64_t)ceil_div128(b, p->r);
     d->delay_ms = 0;
 }
 

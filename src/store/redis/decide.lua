@@ -19,7 +19,7 @@
 --            window, 4 leaky bucket, 5 sliding log), limit, a, b
 --            (buckets: a = p, b = r, the scaled units; windows: a = W)
 -- returns    {allowed, remaining, retry_after_ms, reset_ms, delay_ms, limit,
---             part, now_ms}
+--             part, now_ms, part_reset_ms}
 
 local now
 if ARGV[1] == '' then
@@ -69,11 +69,12 @@ if #ARGV == 7 and (ARGV[4] == '1' or ARGV[4] == '4') then
     if ttl < 1 then ttl = 1 end
     redis.call('SET', KEYS[1], string.format('%d %d %d', eff, eff + whole, nb - whole * rr),
                'PX', ttl + extra_ttl)
-    return {1, idiv(tau - nb, p), 0, reset, delay, limit, 0, eff}
+    return {1, idiv(tau - nb, p), 0, reset, delay, limit, 0, eff, reset}
   end
   local rem = 0
   if b <= tau then rem = idiv(tau - b, p) end
-  return {0, rem, cdiv(b - tau + need, rr), cdiv(b, rr), 0, limit, 0, eff}
+  local reset = cdiv(b, rr)
+  return {0, rem, cdiv(b - tau + need, rr), reset, 0, limit, 0, eff, reset}
 end
 
 -- the state
@@ -281,13 +282,13 @@ end
 
 -- combine: least remaining (first on a tie) sets limit and part; greatest
 -- retry, reset and delay
-local out = {0, 0, 0, 0, 0, 0, 0, eff}
+local out = {0, 0, 0, 0, 0, 0, 0, eff, 0}
 if all then out[1] = 1 end
 for i, r in ipairs(results) do
   local rem, retry, reset, delay = r.rem_now, 0, r.reset_now, 0
   if all then rem, reset, delay = r.rem, r.reset, r.delay
   elseif not r.ok then retry = r.retry end
-  if i == 1 or rem < out[2] then out[2], out[6], out[7] = rem, r.limit, i - 1 end
+  if i == 1 or rem < out[2] then out[2], out[6], out[7], out[9] = rem, r.limit, i - 1, reset end
   if retry > out[3] then out[3] = retry end
   if reset > out[4] then out[4] = reset end
   if delay > out[5] then out[5] = delay end

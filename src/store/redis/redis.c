@@ -488,11 +488,11 @@ static int read_decision(redis_store *r, const call *k, redisReply *reply, sluic
         snprintf(why, whylen, "%s", reply->str);
         return -1;
     }
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 8) {
+    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 9) {
         snprintf(why, whylen, "unexpected reply to the decision script");
         return -1;
     }
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 9; i++)
         if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
             snprintf(why, whylen, "unexpected reply to the decision script");
             return -1;
@@ -505,6 +505,7 @@ static int read_decision(redis_store *r, const call *k, redisReply *reply, sluic
     d->delay_ms = reply->element[4]->integer;
     d->limit = reply->element[5]->integer;
     d->part = (int32_t)reply->element[6]->integer;
+    d->part_reset_ms = reply->element[8]->integer;
     if (r->client_clock) {
         if (d->allowed) sluice__store_time_raise(&r->now_ms, reply->element[7]->integer);
         sluice__decision_lag(d, reply->element[7]->integer - k->reading_ms);
