@@ -39,12 +39,16 @@ void sluice__shm_counters_take(shm_store *m) {
         if ((o == 0 || (o != me && sluice__shm_owner_dead(o))) &&
             atomic_compare_exchange_strong_explicit(owner, &o, me, memory_order_acquire, memory_order_relaxed)) {
             m->block = block_at(m, i);
+            m->stripes = m->block->stripe;
             m->block_shared = 0;
+            m->plain_below = SLUICE__STRIPES;
             return;
         }
     }
     m->block = block_at(m, SHM_COUNTER_BLOCKS - 1);
+    m->stripes = m->block->stripe;
     m->block_shared = 1;
+    m->plain_below = 0;
 }
 
 void sluice__shm_counters_give(shm_store *m) {

@@ -237,7 +237,7 @@ static inline void shm_geometry_of(shm_geometry *g, uint64_t max_keys, uint32_t 
     g->spb = max_keys <= 64 ? (uint32_t)max_keys : SHM_BUCKET_SLOTS;
     g->buckets = (max_keys + g->spb - 1) / g->spb;
     g->slot_bytes = (uint32_t)shm_align(shm_tail_off(key_bytes) + sizeof(shm_slot_tail) + 4 * (uint64_t)state_bytes, 64);
-    g->head_bytes = (uint32_t)shm_align(32 + shm_align(g->spb, 8), 64);
+    g->head_bytes = (uint32_t)shm_align(32 + shm_align(g->spb, 8), 64); /* 64 but for one bucket of > 32 */
     g->counters_off = SHM_HEADER_BYTES;
     g->heads_off = g->counters_off + SHM_COUNTER_BLOCKS * sizeof(shm_counter_block);
     g->slots_off = shm_align(g->heads_off + g->buckets * g->head_bytes, 4096);

@@ -371,6 +371,8 @@ int sluice__shm_open(const sluice__url *url, const sluice__store_config *cfg, sl
         }
         m->hdr = (shm_file_header *)m->map;
     }
+    m->heads = m->map + m->g.heads_off;
+    m->slots = m->map + m->g.slots_off;
     m->on_full = cfg->on_full;
     m->aes = m->hdr->hash_kind == SHM_HASH_AES;
     sluice__shm_counters_take(m);

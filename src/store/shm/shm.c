@@ -389,7 +389,6 @@ static uint64_t candidates(const shm_store *m, shm_bucket_head *bh, uint8_t tag)
 typedef struct {
     const shm_policy *sp;
     shm_bucket_head *bh[2]; /* the first choice, the second */
-    uint8_t *slots[2];      /* their first slots */
     uint64_t b[2];          /* their indexes */
     int n;                  /* buckets: 1 when both choices are one */
     uint8_t tag;
@@ -401,7 +400,7 @@ typedef struct {
 static shm_slot *find_among(const shm_store *m, const located *q, int k, uint64_t mask, const uint64_t *kw,
                             size_t len, uint64_t *seen) {
     for (; mask; mask &= mask - 1) {
-        shm_slot *sl = shm_slot_in(m, q->slots[k], (uint32_t)__builtin_ctzll(mask));
+        shm_slot *sl = shm_slot_at(m, q->b[k], (uint32_t)__builtin_ctzll(mask));
         uint64_t c = atomic_load_explicit(SHM_CTRL(sl), memory_order_acquire);
         if ((c & SHM_LIVE) && holds(sl, q->sp->fp, kw, len)) {
             *seen = c;
@@ -436,7 +435,7 @@ static shm_slot *find_locked(const shm_store *m, const located *q, const uint64_
         uint64_t live = atomic_load_explicit(&q->bh[k]->live, memory_order_relaxed);
         for (uint64_t mask = tag_matches(m, q->bh[k], q->tag) & live; mask; mask &= mask - 1) {
             uint32_t i = (uint32_t)__builtin_ctzll(mask);
-            shm_slot *sl = shm_slot_in(m, q->slots[k], i);
+            shm_slot *sl = shm_slot_at(m, q->b[k], i);
             uint64_t c = atomic_load_explicit(SHM_CTRL(sl), memory_order_acquire);
             if (!holds(sl, q->sp->fp, kw, len)) continue;
             if (c & SHM_LIVE) {
@@ -451,7 +450,7 @@ static shm_slot *find_locked(const shm_store *m, const located *q, const uint64_
         for (uint64_t mask = tag_matches(m, q->bh[k], q->tag) & ~live; mask; mask &= mask - 1) {
             uint32_t i = (uint32_t)__builtin_ctzll(mask);
             if (!(atomic_load_explicit(&q->bh[k]->flags, memory_order_relaxed) & SHM_ALLOCATED)) break;
-            shm_slot *sl = shm_slot_in(m, q->slots[k], i);
+            shm_slot *sl = shm_slot_at(m, q->b[k], i);
             uint64_t c = atomic_load_explicit(SHM_CTRL(sl), memory_order_acquire);
             if ((c & SHM_LIVE) && holds(sl, q->sp->fp, kw, len)) {
                 atomic_fetch_or_explicit(&q->bh[k]->live, UINT64_C(1) << i, memory_order_release);
@@ -752,7 +751,7 @@ static void live_repair(const shm_store *m, uint64_t b) {
     uint64_t live = 0;
     if (atomic_load_explicit(&bh->flags, memory_order_relaxed) & SHM_ALLOCATED)
         for (uint32_t i = 0; i < m->g.spb; i++)
-            if (atomic_load_explicit(SHM_CTRL(shm_slot_in(m, shm_slots_of(m, b), i)), memory_order_acquire) & SHM_LIVE)
+            if (atomic_load_explicit(SHM_CTRL(shm_slot_at(m, b, i)), memory_order_acquire) & SHM_LIVE)
                 live |= UINT64_C(1) << i;
     atomic_store_explicit(&bh->live, live, memory_order_release);
 }
@@ -799,7 +798,7 @@ again:;
     int64_t lru_use = 0;
     for (int b = 0; b < q->n; b++) {
         for (uint32_t i = 0; i < m->g.spb; i++) {
-            shm_slot *sl = shm_slot_in(m, q->slots[b], i);
+            shm_slot *sl = shm_slot_at(m, q->b[b], i);
             uint64_t c, lo, hi;
             if (need && !sluice__shm_block_words(m, sl, need)) continue;
             switch (slot_state(m, sl, now_ms, &c, &lo, &hi)) {
@@ -841,8 +840,8 @@ static shm_slot *free_in(const shm_store *m, const located *q, int k, uint32_t *
         uint64_t live = atomic_load_explicit(&q->bh[k]->live, memory_order_relaxed);
         if ((live & full) == full) return NULL;
         *at = (uint32_t)__builtin_ctzll(~live);
-        if (!(atomic_load_explicit(&q->bh[k]->flags, memory_order_relaxed) & SHM_ALLOCATED)) return shm_slot_in(m, q->slots[k], *at);
-        shm_slot *sl = shm_slot_in(m, q->slots[k], *at);
+        if (!(atomic_load_explicit(&q->bh[k]->flags, memory_order_relaxed) & SHM_ALLOCATED)) return shm_slot_at(m, q->b[k], *at);
+        shm_slot *sl = shm_slot_at(m, q->b[k], *at);
         if (!(atomic_load_explicit(SHM_CTRL(sl), memory_order_acquire) & SHM_LIVE)) return sl;
         live_set(q->bh[k], *at, 1); /* a live key the mask missed */
     }
@@ -852,7 +851,7 @@ static shm_slot *free_in(const shm_store *m, const located *q, int k, uint32_t *
 static int allocate_bucket(shm_store *m, const located *q, int k) {
     shm_bucket_head *bh = q->bh[k];
     if (atomic_load_explicit(&bh->flags, memory_order_acquire) & SHM_ALLOCATED) return 0;
-    if (sluice__shm_allocate(m, (uint64_t)(q->slots[k] - m->map), (uint64_t)m->g.spb * m->g.slot_bytes)) return -1;
+    if (sluice__shm_allocate(m, (uint64_t)((uint8_t *)shm_slot_at(m, q->b[k], 0) - m->map), (uint64_t)m->g.spb * m->g.slot_bytes)) return -1;
     atomic_fetch_or_explicit(&bh->flags, SHM_ALLOCATED, memory_order_release);
     return 0;
 }
@@ -956,10 +955,8 @@ static inline __attribute__((always_inline)) int locate(shm_store *m, const slui
      * it has room, and the second */
     q->b[0] = (uint64_t)(((unsigned __int128)h * m->g.buckets) >> 64);
     q->b[1] = (uint64_t)(((unsigned __int128)((h << 32) | (h >> 32)) * m->g.buckets) >> 64);
-    for (int k = 0; k < 2; k++) {
-        q->bh[k] = shm_head_at(m, q->b[k]);
-        q->slots[k] = shm_slots_of(m, q->b[k]);
-    }
+    q->bh[0] = shm_head_at(m, q->b[0]);
+    q->bh[1] = shm_head_at(m, q->b[1]);
     q->n = q->b[1] != q->b[0] ? 2 : 1;
     return 0;
 }
@@ -1081,7 +1078,7 @@ static void shm_acquire_many(sluice_store *s, const sluice_request *reqs, size_t
         for (size_t i = 0; i < g; i++) {
             if (res[i] || rq[i].key_len > 16) continue;
             uint64_t mask = candidates(m, q[i].bh[0], q[i].tag);
-            if (mask) __builtin_prefetch(shm_slot_in(m, q[i].slots[0], (uint32_t)__builtin_ctzll(mask)), 1);
+            if (mask) __builtin_prefetch(shm_slot_at(m, q[i].b[0], (uint32_t)__builtin_ctzll(mask)), 1);
         }
         for (size_t i = 0; i < g; i++) {
             if (res[i]) continue;

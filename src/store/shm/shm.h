@@ -35,12 +35,15 @@ typedef struct {
     uint8_t *map;
     shm_file_header *hdr;
     shm_geometry g;
+    uint8_t *heads, *slots; /* where the bucket heads and the slots begin */
     int fd; /* kept open: pages for new keys are asked of the filesystem with it */
     sluice_on_full on_full;
     int aes;     /* keys of up to 16 bytes: the AES hash (the file says so) */
     int collide; /* test hook: every key hashes alike */
     /* counters: this process's block (counters.c) */
     shm_counter_block *block;
+    shm_stripe *stripes; /* block->stripe */
+    unsigned plain_below; /* a thread's stripe below this is its own (plain adds): 0 in the shared block */
     int block_shared; /* the shared block: every add is atomic */
     unsigned block_gen; /* the fork generation it was taken in */
     sluice__lock block_lock; /* taking the block again, in a child after fork() */
@@ -50,15 +53,15 @@ typedef struct {
 
 /* ---- where things lie ---- */
 
+/* Bucket b's head: heads are 64 bytes but in a file of one bucket (b = 0,
+ * whatever its head's size), so a shift finds them. */
 static inline shm_bucket_head *shm_head_at(const shm_store *m, uint64_t b) {
-    return (shm_bucket_head *)(m->map + m->g.heads_off + b * m->g.head_bytes);
+    return (shm_bucket_head *)(m->heads + (b << 6));
 }
-/* Bucket b's first slot. */
-static inline uint8_t *shm_slots_of(const shm_store *m, uint64_t b) {
-    return m->map + m->g.slots_off + b * m->g.spb * (uint64_t)m->g.slot_bytes;
-}
-static inline shm_slot *shm_slot_in(const shm_store *m, uint8_t *slots, uint32_t i) {
-    return (shm_slot *)(slots + (size_t)i * m->g.slot_bytes);
+/* Slot i of bucket b: buckets are of 16 slots but in a file of one bucket
+ * (b = 0), so it is slot (b << 4) + i of all. */
+static inline shm_slot *shm_slot_at(const shm_store *m, uint64_t b, uint32_t i) {
+    return (shm_slot *)(m->slots + ((b << 4) + i) * (uint64_t)m->g.slot_bytes);
 }
 static inline shm_slot_tail *shm_tail_of(const shm_store *m, shm_slot *sl) {
     return (shm_slot_tail *)((uint8_t *)sl + shm_tail_off(m->g.key_bytes));
@@ -95,8 +98,8 @@ static inline void shm_count(shm_store *m, size_t field) {
     if (__builtin_expect(m->block_gen != atomic_load_explicit(&sluice__shm_fork_generation, memory_order_relaxed), 0))
         sluice__shm_counters_again(m);
     unsigned i = sluice__stripe();
-    _Atomic uint64_t *c = (_Atomic uint64_t *)((uint8_t *)&m->block->stripe[i] + field);
-    if (i == SLUICE__STRIPES || m->block_shared) atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+    _Atomic uint64_t *c = (_Atomic uint64_t *)((uint8_t *)&m->stripes[i] + field);
+    if (i >= m->plain_below) atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
     else atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
 }
 #define SHM_COUNT(m, field) shm_count((m), offsetof(shm_stripe, field))
