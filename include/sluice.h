@@ -240,6 +240,12 @@ SLUICE_EXTERN size_t sluice_policy_n_parts(const sluice_policy *p);
 SLUICE_EXTERN int64_t sluice_policy_max_cost(const sluice_policy *p);
 /* The i-th configuration, or NULL when i is out of range. */
 SLUICE_EXTERN const sluice_config *sluice_policy_part(const sluice_policy *p, size_t i);
+/* Whether decisions under p can tell an admitted request to wait
+ * (delay_ms > 0): a part shapes traffic (a leaky bucket). false for NULL. */
+SLUICE_EXTERN bool sluice_policy_delays(const sluice_policy *p);
+/* Checks a policy name as sluice_policy_new does: 0, or SLUICE_EINVAL with
+ * a message in err (when err is not NULL; NUL-terminated). Thread-safe. */
+SLUICE_EXTERN int sluice_policy_name_check(const char *name, char *err, size_t errlen);
 /* NULL is a no-op. Not while a limiter or store still uses p. */
 SLUICE_EXTERN void sluice_policy_free(sluice_policy *p);
 
@@ -459,9 +465,15 @@ typedef struct sluice_store_options {
      * further round trips of the same call (loading the script, following
      * a cluster redirection) get what is left. A call that runs out of time
      * fails, as on_error says (stats: SLUICE_ESTORE). */
+    /* a store kept apart from the process (a shm: file) must be there, and
+     * set up, already: none is made (SLUICE_EINVAL, "no such file") */
+    bool must_exist;
+    /* a remote store decides at the caller's readings (Redis: clock=client)
+     * unless its URL says otherwise; else at its server's clock */
+    bool caller_clock;
 } sluice_store_options;
 #define SLUICE_STORE_OPTIONS_INIT \
-    {sizeof(sluice_store_options), 0, SLUICE_ON_FULL_EVICT, NULL, SLUICE_ON_ERROR_ALLOW, 0, 0}
+    {sizeof(sluice_store_options), 0, SLUICE_ON_FULL_EVICT, NULL, SLUICE_ON_ERROR_ALLOW, 0, 0, false, false}
 
 /* A store's counters: since it was opened (memory:, redis://), or since its
  * file was made or last started fresh after a reboot (shm:, where every

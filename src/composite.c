@@ -2,7 +2,7 @@
  * 1000/h"). Every part is asked first without changing anything; only when
  * all admit are they committed. The caller holds whatever makes the states
  * atomic (a lock). */
-#include "internal.h"
+#include "policy.h"
 
 static void combine(const sluice_policy *p, const sluice_decision *parts, int allowed,
                     sluice_decision *d) {
@@ -29,7 +29,7 @@ int sluice__policy_decide_grow(const sluice_policy *p, sluice__state *states, in
         size_t g = 0;
         int rc = sluice__policy_decide(p, states, now_ms, cost, d, &g);
         if (rc != SLUICE__EGROW) return rc;
-        rc = sluice__log_reserve(&states[g].log, sluice__log_max_entries(&p->params[g]));
+        rc = p->algo[g]->reserve(&p->params[g], &states[g]); /* EGROW: only from a state that grows */
         if (rc) return rc;
     }
 }

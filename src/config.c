@@ -53,20 +53,18 @@ sluice_config sluice_sliding_log(int64_t limit, int64_t window_ms) {
 /* Names and durations                                                       */
 /* ------------------------------------------------------------------------ */
 
-/* The algorithm's name in the text form, or NULL when a is unknown. */
+/* The algorithm's name in the text form (its descriptor's), or NULL when a
+ * is unknown. */
 static const char *algo_name(sluice_algorithm a) {
-    switch (a) {
-    case SLUICE_TOKEN_BUCKET: return "token-bucket";
-    case SLUICE_SLIDING_WINDOW: return "sliding-window";
-    case SLUICE_FIXED_WINDOW: return "fixed-window";
-    case SLUICE_LEAKY_BUCKET: return "leaky-bucket";
-    case SLUICE_SLIDING_LOG: return "sliding-log";
-    }
-    return NULL;
+    const sluice__algo *d = sluice__algo_of(a);
+    return d ? d->name : NULL;
 }
 
+/* Whether a's configuration is a capacity and a rate (a bucket), not a
+ * limit and a window. */
 static int is_bucket(sluice_algorithm a) {
-    return a == SLUICE_TOKEN_BUCKET || a == SLUICE_LEAKY_BUCKET;
+    const sluice__algo *d = sluice__algo_of(a);
+    return d && (d->flags & SLUICE__ALGO_GCRA);
 }
 
 /* Duration units, largest first (the order format tries them in). */
@@ -189,17 +187,6 @@ int sluice__params_init(const sluice_config *c, sluice__params *p, char *err, si
         p->window_ms = c->period_ms;
     }
     return 0;
-}
-
-const sluice__algo *sluice__algo_of(sluice_algorithm a) {
-    switch (a) {
-    case SLUICE_TOKEN_BUCKET: return &sluice__token_bucket;
-    case SLUICE_SLIDING_WINDOW: return &sluice__sliding_window;
-    case SLUICE_FIXED_WINDOW: return &sluice__fixed_window;
-    case SLUICE_LEAKY_BUCKET: return &sluice__leaky_bucket;
-    case SLUICE_SLIDING_LOG: return &sluice__sliding_log;
-    }
-    return NULL;
 }
 
 /* ------------------------------------------------------------------------ */

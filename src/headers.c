@@ -17,12 +17,10 @@
  * sf-integer has at most 15 digits: larger values (windows of a very slow
  * refill) are written as 999999999999999.
  *
- * What q and w mean for each algorithm:
- *   fixed window, sliding window, sliding log: q = L, w = ceil(W / 1000);
- *   token bucket, leaky bucket: w = the time a drained bucket takes to
- *     refill completely, C*P/R ms, in seconds rounded up (at least 1), and
- *     q = what refills in w, R*w/P (at least C), so that q per w is the
- *     rate even when w was rounded up (a bucket of 1 at 1000/s: q=1000;w=1).
+ * What q and w mean is each algorithm's to say (its descriptor's quota,
+ * src/algo/): a window's q is its limit and w its window; a bucket's w the
+ * time a drained bucket takes to refill completely (in seconds rounded up,
+ * at least 1) and q what refills in w, so that q per w is the rate.
  * t: on a denial, the seconds until this request is admitted (Retry-After's
  * value); when allowed, until the named part is fresh again: its own reset,
  * not the whole policy's (the decision's part_reset_ms). A decision a remote store
@@ -33,9 +31,10 @@
  * len is; a buffer too small holds "" (a header block cut mid-field is not
  * HTTP).
  *
- * Built on the public API only (policy accessors); no allocation, no I/O.
- * O(parts) time. Thread-safe: it only reads its arguments. */
-#include "sluice.h"
+ * Built on the public API (policy accessors) and the algorithms'
+ * descriptors; no allocation, no I/O. O(parts) time. Thread-safe: it only
+ * reads its arguments. */
+#include "algo/algo.h"
 
 #include <string.h>
 
@@ -101,30 +100,10 @@ static uint64_t ceil_seconds(int64_t ms) {
     return u / 1000 + (u % 1000 != 0);
 }
 
-/* The quota (q) and window in seconds (w) a configuration advertises. */
+/* The quota (q) and window in seconds (w) a configuration advertises: its
+ * algorithm's own (algo/), at most an sf-integer's 15 digits. */
 static void quota_window(const sluice_config *c, uint64_t *q, uint64_t *w_s) {
-    *q = (uint64_t)c->limit;
-    switch (c->algorithm) {
-    case SLUICE_TOKEN_BUCKET:
-    case SLUICE_LEAKY_BUCKET: {
-        /* C*P/R ms, rounded up to seconds: ceil(C*P / (1000*R)). With
-         * C <= 10^9 and P <= 2.6*10^9 the product fits 63 bits. */
-        uint64_t num = (uint64_t)c->limit * (uint64_t)c->period_ms;
-        uint64_t den = (uint64_t)c->rate * 1000u;
-        *w_s = num / den + (num % den != 0);
-        if (*w_s < 1) *w_s = 1;
-        if (*w_s > SF_INTEGER_MAX) *w_s = SF_INTEGER_MAX;
-        /* what refills in w: floor(R * w * 1000 / P), >= C unless w was cut
-         * to 15 digits (then the rate over the window written) */
-        unsigned __int128 refill = (unsigned __int128)c->rate * *w_s * 1000u / (uint64_t)c->period_ms;
-        if (refill > *q || *w_s == SF_INTEGER_MAX) *q = refill > SF_INTEGER_MAX ? SF_INTEGER_MAX : (uint64_t)refill;
-        break;
-    }
-    default: /* windows and the log: period_ms is the window */
-        *w_s = ceil_seconds(c->period_ms);
-        if (*w_s < 1) *w_s = 1;
-        break;
-    }
+    sluice__algo_of(c->algorithm)->quota(c, SF_INTEGER_MAX, q, w_s);
 }
 
 /* Printable ASCII only (an sf-string cannot carry anything else). */
@@ -149,9 +128,7 @@ int sluice_headers_format(const sluice_policy *p, const sluice_decision *d, char
         return SLUICE_EINVAL;
     for (size_t i = 0; i < n_parts; i++) {
         const sluice_config *c = sluice_policy_part(p, i);
-        if (!c || c->limit < 1 || c->period_ms < 1 ||
-            ((c->algorithm == SLUICE_TOKEN_BUCKET || c->algorithm == SLUICE_LEAKY_BUCKET) &&
-             c->rate < 1))
+        if (!c || sluice_config_validate(c, NULL, 0) != 0)
             return SLUICE_EINVAL; /* policies hold valid configurations only */
     }
 

@@ -83,15 +83,12 @@ static inline int acquire_word(sluice_limiter *l, int64_t cost, int64_t now_ms, 
     int64_t w = atomic_load_explicit(&l->word, memory_order_acquire);
     for (;;) {
         if (w == WORD_MOVED) return acquire_locked(l, cost, now_ms, d);
-        if (w == WORD_FRESH || w <= ts) b = 0;
-        else if (__builtin_sub_overflow(w, ts, &b)) return move_and_acquire(l, cost, now_ms, d);
-        if (!sluice__gcra_room(p, b, cost)) {
+        int step = sluice__gcra_word_step(p, w == WORD_FRESH ? INT64_MIN : w, ts, cost, &b, &nb, &nw);
+        if (step < 0) return move_and_acquire(l, cost, now_ms, d);
+        if (step == 0) {
             sluice__gcra_denied(p, b, cost, d);
             return 0;
         }
-        nb = b + cost * p->p;
-        if (__builtin_add_overflow(ts, nb, &nw) || nw <= WORD_FRESH)
-            return move_and_acquire(l, cost, now_ms, d);
         if (atomic_compare_exchange_weak_explicit(&l->word, &w, nw, memory_order_acq_rel,
                                                   memory_order_acquire)) {
             sluice__gcra_allowed(p, b, nb, l->shaper, d);
@@ -118,10 +115,10 @@ int sluice_limiter_new_policy(const sluice_policy *p, const sluice_clock *clock,
     l->epoch_ms = now_ms;
     l->max_cost = p->max_cost;
     for (size_t i = 0; i < p->n_parts; i++) p->algo[i]->init(&p->params[i], &l->st[i]);
-    sluice_algorithm a = p->parts[0].algorithm;
-    if (p->n_parts == 1 && (a == SLUICE_TOKEN_BUCKET || a == SLUICE_LEAKY_BUCKET)) {
+    const sluice__algo *a = p->algo[0];
+    if (p->n_parts == 1 && (a->flags & SLUICE__ALGO_GCRA)) {
         l->kind = KIND_WORD;
-        l->shaper = a == SLUICE_LEAKY_BUCKET;
+        l->shaper = (a->flags & SLUICE__ALGO_DELAYS) != 0;
         l->fast = p->params[0];
     } else {
         l->kind = KIND_LOCKED;
@@ -200,6 +197,6 @@ const sluice_clock *sluice_limiter_clock(const sluice_limiter *l) {
 void sluice_limiter_free(sluice_limiter *l) {
     if (!l) return;
     for (size_t i = 0; i < l->policy.n_parts; i++)
-        if (l->policy.algo[i] == &sluice__sliding_log) sluice__log_free(&l->st[i].log);
+        if (l->policy.algo[i]->release) l->policy.algo[i]->release(&l->st[i]);
     free(l);
 }

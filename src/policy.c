@@ -35,6 +35,20 @@ static int check_name(const char *name, char *err, size_t errlen) {
     return 0;
 }
 
+int sluice_policy_name_check(const char *name, char *err, size_t errlen) {
+    if (!name) {
+        sluice__errf(err, errlen, "policy name is NULL");
+        return SLUICE_EINVAL;
+    }
+    return check_name(name, err, errlen);
+}
+
+bool sluice_policy_delays(const sluice_policy *p) {
+    for (size_t i = 0; p && i < p->n_parts; i++)
+        if (p->algo[i]->flags & SLUICE__ALGO_DELAYS) return true;
+    return false;
+}
+
 /* Validates everything, then allocates: nothing is allocated on error. */
 static int make(const char *name, const sluice_config *parts, size_t n_parts, sluice_policy **out,
                 char *err, size_t errlen) {

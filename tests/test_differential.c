@@ -316,7 +316,7 @@ typedef struct {
 
 static void real_close(real_t *R) {
     for (size_t i = 0; i < R->n; i++)
-        if (R->algo[i] == &sluice__sliding_log) sluice__log_free(&R->st[i].log);
+        if (R->algo[i]->release) R->algo[i]->release(&R->st[i]);
     sluice_limiter_free(R->lim);
     sluice_clock_free(R->clk);
     sluice_policy_free(R->pol);
@@ -433,9 +433,8 @@ static int algo_decide(real_t *R, int64_t t, int64_t cost, sluice_decision *d, i
             return -1;
         }
         last_grown = gp;
-        const sluice_config *c = &R->pol->parts[gp];
-        if (sluice__log_reserve(&R->st[gp].log, min64(c->limit, c->period_ms)) != 0) {
-            *why = "sluice__log_reserve failed";
+        if (R->pol->algo[gp]->reserve(&R->pol->params[gp], &R->st[gp]) != 0) {
+            *why = "the part's reserve failed";
             return -1;
         }
     }

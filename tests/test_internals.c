@@ -235,7 +235,7 @@ TEST(composite_denial_needs_no_room) {
     sluice__state st[2];
     int64_t k = fill_log_ring(probe, st); /* the ring is full after k admissions */
     CHECK(k > 0);
-    sluice__log_free(&st[0].log);
+    sluice__sliding_log.release(&st[0]);
     sluice_config parts[2] = {log, sluice_fixed_window(k, 3600000)};
     CHECK_EQ(sluice_policy_new("both", parts, 2, &p), 0);
     CHECK_EQ(fill_log_ring(p, st), k); /* the same ring, and the window full */
@@ -245,7 +245,7 @@ TEST(composite_denial_needs_no_room) {
     CHECK(!d.allowed);
     CHECK_EQ(d.part, 1);
     CHECK_EQ(g, 99); /* no part was asked to grow */
-    sluice__log_free(&st[0].log);
+    sluice__sliding_log.release(&st[0]);
     sluice_policy_free(p);
     sluice_policy_free(probe);
 }

@@ -372,5 +372,28 @@ TEST(round_trip_random) {
     }
 }
 
+/* A name checked alone, as a policy would check it; and which policies
+ * can delay an admitted request. */
+TEST(name_check_and_delays) {
+    char err[128];
+    CHECK_EQ(sluice_policy_name_check("api.v2:read", err, sizeof err), 0);
+    CHECK_EQ(sluice_policy_name_check("", err, sizeof err), SLUICE_EINVAL);
+    CHECK(strstr(err, "1..64") != NULL);
+    CHECK_EQ(sluice_policy_name_check("a b", err, sizeof err), SLUICE_EINVAL);
+    CHECK(strstr(err, "0x20") != NULL);
+    CHECK_EQ(sluice_policy_name_check(NULL, err, sizeof err), SLUICE_EINVAL);
+    CHECK_EQ(sluice_policy_name_check("x", NULL, 0), 0);
+    sluice_policy *p = NULL;
+    CHECK_EQ(sluice_policy_parse("d", "token-bucket capacity=3 rate=1/s; sliding-log limit=3 window=1s", &p, err,
+                                 sizeof err), 0);
+    CHECK(!sluice_policy_delays(p));
+    sluice_policy_free(p);
+    CHECK_EQ(sluice_policy_parse("d", "fixed-window limit=3 window=1s; leaky-bucket capacity=2 rate=1/s", &p, err,
+                                 sizeof err), 0);
+    CHECK(sluice_policy_delays(p));
+    sluice_policy_free(p);
+    CHECK(!sluice_policy_delays(NULL));
+}
+
 TEST_MAIN(new_and_accessors, part_counts, names, parse, parse_errors, new_errors, accessors_null,
-          check_cost, format_truncation, round_trip_random)
+          check_cost, format_truncation, round_trip_random, name_check_and_delays)

@@ -169,16 +169,15 @@ static void sim_copy(sim_t *dst, const sim_t *src) {
 
 static void sim_close(sim_t *s) {
     for (size_t i = 0; i < sim_n(s); i++)
-        if (is_log(s, i)) sluice__log_free(&s->st[i].log);
+        if (is_log(s, i)) sluice__sliding_log.release(&s->st[i]);
     if (s->owns_pol) sluice_policy_free(s->pol);
     memset(s, 0, sizeof *s);
 }
 
 static void grow(sim_t *s, size_t i) {
-    const sluice_config *c = &s->pol->parts[i];
-    int rc = sluice__log_reserve(&s->st[i].log, min64(c->limit, c->period_ms));
+    int rc = s->pol->algo[i]->reserve(&s->pol->params[i], &s->st[i]);
     if (rc != 0) {
-        fprintf(stderr, "sluice__log_reserve failed\n");
+        fprintf(stderr, "the sliding log's reserve failed\n");
         abort();
     }
 }

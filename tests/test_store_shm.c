@@ -2924,6 +2924,30 @@ TEST(late_writer_changes_nothing) {
     sluice_policy_free(p);
 }
 
+/* must_exist (a command that only reads): a file that is not there is not
+ * made, an empty one not set up. */
+TEST(must_exist_makes_nothing) {
+    char path[256], url[400], err[256];
+    tmp_path(path, sizeof path, "must.shm");
+    shm_url(url, sizeof url, path, "");
+    sluice_store_options o = SLUICE_STORE_OPTIONS_INIT;
+    o.must_exist = true;
+    sluice_store *s = NULL;
+    CHECK_EQ(sluice_store_open_err(url, &o, &s, err, sizeof err), SLUICE_EINVAL);
+    CHECK(s == NULL && strstr(err, "no such file") != NULL);
+    struct stat st;
+    CHECK(stat(path, &st) != 0);
+    REQUIRE(spit(path, "", 0, 0600) == 0);
+    CHECK_EQ(sluice_store_open_err(url, &o, &s, err, sizeof err), SLUICE_EINVAL);
+    CHECK(strstr(err, "no store") != NULL);
+    CHECK(stat(path, &st) == 0 && st.st_size == 0);
+    unlink(path);
+    make_valid(path);
+    CHECK_EQ(sluice_store_open_err(url, &o, &s, err, sizeof err), 0);
+    CHECK(s && stats(s).keys == 1);
+    sluice_store_close(s);
+}
+
 TEST_MAIN(per_key_state_and_file_mode, policy_objects_past_the_cache_share_keys,
           threads_registering_policies_share_one_key, keys_are_binary_safe_up_to_key_bytes, bad_urls,
           conformance_with_memory_store, acquire_many_equals_one_acquire_at_each,
@@ -2946,4 +2970,5 @@ TEST_MAIN(per_key_state_and_file_mode, policy_objects_past_the_cache_share_keys,
           set_up_lock_wait_is_bounded, file_of_zeros_is_not_set_up, header_store_time_out_of_range_is_refused,
           stats_reads_counters_not_slots, full_filesystem_is_an_error_not_a_signal,
           bit_flips_never_hang_crash_or_over_admit, eviction_takes_the_least_recently_used_key,
-          fast_denial_is_vouched_for_by_the_control_word, late_writer_changes_nothing)
+          fast_denial_is_vouched_for_by_the_control_word, late_writer_changes_nothing,
+          must_exist_makes_nothing)

@@ -1,8 +1,16 @@
 /* fixed_window.c: the fixed-window counter. Windows are [k*W, (k+1)*W) on the
  * clock's time line; at most L cost is admitted in each. State: the index of
  * the window counted in and its count; a reading earlier than that window
- * stays in it (a backward step never reopens an old, emptier window). */
-#include "internal.h"
+ * stays in it (a backward step never reopens an old, emptier window).
+ *
+ * Its word: index - k0 << 30 | count, k0 being the epoch's window (the key's
+ * first): 2^34 windows past it (199 days of 1 ms windows), counts in 30 bits
+ * (SLUICE_LIMIT_MAX < 2^30). A word of 0 is fresh. */
+#include "algo.h"
+
+#define COUNT_BITS 30
+#define INDEX_SPAN (INT64_C(1) << (64 - COUNT_BITS)) /* windows past k0 a word holds */
+_Static_assert(SLUICE_LIMIT_MAX < (1 << COUNT_BITS), "a count fits its bits");
 
 /* The effective window K and its count at now_ms. */
 static void fw_at(const sluice__params *p, const sluice__state *s, int64_t now_ms, int64_t *K,
@@ -64,6 +72,82 @@ static void fw_init(const sluice__params *p, sluice__state *s) {
     s->fw.cur = 0;
 }
 
+/* ---- layout: i64 index, count ---- */
+
+static uint64_t fw_layout_bytes(const sluice__params *p) {
+    (void)p;
+    return 16;
+}
+
+static void fw_layout_init(const sluice__params *p, uint8_t *at) {
+    (void)p;
+    memset(at, 0, 16);
+}
+
+static int fw_layout_read(const sluice__params *p, uint8_t *at, sluice__state *s) {
+    memcpy(&s->fw, at, 16);
+    return s->fw.cur < 0 || s->fw.cur > p->limit ? -1 : 0;
+}
+
+static void fw_layout_write(const sluice__params *p, const sluice__state *s, uint8_t *at) {
+    (void)p;
+    memcpy(at, &s->fw, 16);
+}
+
+/* ---- the word ---- */
+
+static int fw_word_fits(const sluice__params *p) {
+    (void)p;
+    return 1; /* a state past INDEX_SPAN windows moves to the full form */
+}
+
+static int64_t fw_word_unit(const sluice__params *p) {
+    return p->window_ms;
+}
+
+static void fw_word_state(int64_t unit, uint64_t w, int64_t epoch_ms, sluice__state *s) {
+    s->fw.index = sluice__floor_div(epoch_ms, unit) + (int64_t)(w >> COUNT_BITS);
+    s->fw.cur = (int64_t)(w & ((UINT64_C(1) << COUNT_BITS) - 1));
+}
+
+static int fw_word_decide(const sluice__params *p, uint64_t w, int64_t epoch_ms, int64_t now_ms, int64_t cost,
+                          sluice_decision *d, uint64_t *nw) {
+    sluice__state s;
+    fw_word_state(p->window_ms, w, epoch_ms, &s);
+    if (s.fw.cur > p->limit) return -1;
+    fw_decide(p, &s, now_ms, cost, d, 1);
+    if (!d->allowed) return 0;
+    int64_t delta = s.fw.index - sluice__floor_div(epoch_ms, p->window_ms); /* >= 0: never before the epoch */
+    if (delta < 0 || delta >= INDEX_SPAN) return SLUICE__WORD_OUTGROWN;
+    *nw = (uint64_t)delta << COUNT_BITS | (uint64_t)s.fw.cur;
+    return 1;
+}
+
+static int fw_word_is_fresh(int64_t unit, uint64_t w, int64_t epoch_ms, int64_t now_ms) {
+    if (unit < 1 || unit > SLUICE_PERIOD_MAX_MS) return -1;
+    sluice__state s;
+    sluice__params p = {.window_ms = unit}; /* is_fresh reads the window only */
+    fw_word_state(unit, w, epoch_ms, &s);
+    return fw_is_fresh(&p, &s, now_ms);
+}
+
 const sluice__algo sluice__fixed_window = {
-    "fixed-window", fw_decide, fw_peek, fw_is_fresh, fw_init,
+    .id = SLUICE_FIXED_WINDOW,
+    .name = "fixed-window",
+    .state_bytes = sizeof(((sluice__state *)0)->fw),
+    .decide = fw_decide,
+    .peek = fw_peek,
+    .is_fresh = fw_is_fresh,
+    .init = fw_init,
+    .layout_bytes = fw_layout_bytes,
+    .layout_init = fw_layout_init,
+    .layout_read = fw_layout_read,
+    .layout_write = fw_layout_write,
+    .word_fits = fw_word_fits,
+    .word_fresh = 0,
+    .word_decide = fw_word_decide,
+    .word_unit = fw_word_unit,
+    .word_state = fw_word_state,
+    .word_is_fresh = fw_word_is_fresh,
+    .quota = sluice__window_quota,
 };

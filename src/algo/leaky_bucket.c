@@ -3,7 +3,7 @@
  * admitted request is told how long to wait (delay_ms) until the work ahead
  * of it has drained. The state and arithmetic are the token bucket's GCRA
  * (token_bucket.c): TAT is when the queue will be empty. */
-#include "internal.h"
+#include "algo.h"
 
 static int lb_decide(const sluice__params *p, sluice__state *s, int64_t now_ms, int64_t cost,
                      sluice_decision *d, int commit) {
@@ -11,5 +11,9 @@ static int lb_decide(const sluice__params *p, sluice__state *s, int64_t now_ms, 
 }
 
 const sluice__algo sluice__leaky_bucket = {
-    "leaky-bucket", lb_decide, sluice__gcra_peek, sluice__gcra_is_fresh, sluice__gcra_init,
+    .id = SLUICE_LEAKY_BUCKET,
+    .name = "leaky-bucket",
+    .flags = SLUICE__ALGO_GCRA | SLUICE__ALGO_DELAYS,
+    .decide = lb_decide,
+    SLUICE__GCRA_SHARED,
 };

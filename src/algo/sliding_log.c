@@ -6,8 +6,13 @@
  *
  * Effective time is max(reading, newest entry): a backward reading is taken
  * as the newest admission's time. Entries are dropped only at an admission,
- * so a denial never changes the state. */
-#include "internal.h"
+ * so a denial never changes the state.
+ *
+ * In memory the ring grows by doubling as needed (reserve); in a byte
+ * layout it has its largest size from the start: u32 cap, head, len, pad,
+ * i64 base, then cap entries of (i64 ms, i64 running total), decided in
+ * place. */
+#include "algo.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -128,10 +133,23 @@ static void log_init(const sluice__params *p, sluice__state *s) {
     memset(&s->log, 0, sizeof s->log);
 }
 
-int sluice__log_reserve(sluice__log *g, int64_t max_entries) {
-    uint64_t cap = g->cap ? (uint64_t)g->cap * 2 : 16;
+/* The most entries a log of these parameters ever holds: min(L, W). */
+static int64_t max_entries(const sluice__params *p) {
+    return p->limit < p->window_ms ? p->limit : p->window_ms;
+}
+
+/* The ring's largest size: a power of two, at least min(L, W). */
+static uint64_t most_cap(const sluice__params *p) {
     uint64_t most = 1;
-    while (most < (uint64_t)max_entries) most *= 2;
+    while (most < (uint64_t)max_entries(p)) most *= 2;
+    return most;
+}
+
+/* Doubles the ring (at most most_cap): 0, or SLUICE_ENOMEM, unchanged. */
+static int log_reserve(const sluice__params *p, sluice__state *s) {
+    sluice__log *g = &s->log;
+    uint64_t cap = g->cap ? (uint64_t)g->cap * 2 : 16;
+    uint64_t most = most_cap(p);
     if (cap > most) cap = most;
     if (cap <= g->len || cap > (UINT64_C(1) << 31)) return SLUICE_ENOMEM;
     sluice__log_entry *e = malloc(cap * sizeof *e);
@@ -144,11 +162,56 @@ int sluice__log_reserve(sluice__log *g, int64_t max_entries) {
     return 0;
 }
 
-void sluice__log_free(sluice__log *g) {
-    free(g->e);
-    memset(g, 0, sizeof *g);
+static void log_release(sluice__state *s) {
+    free(s->log.e);
+    memset(&s->log, 0, sizeof s->log);
+}
+
+/* ---- layout: the ring at its largest, in place ---- */
+
+static uint64_t log_layout_bytes(const sluice__params *p) {
+    return 24 + most_cap(p) * sizeof(sluice__log_entry);
+}
+
+static void log_layout_init(const sluice__params *p, uint8_t *at) {
+    uint32_t hdr[4] = {(uint32_t)most_cap(p), 0, 0, 0};
+    int64_t base = 0;
+    memcpy(at, hdr, 16);
+    memcpy(at + 16, &base, 8);
+}
+
+static int log_layout_read(const sluice__params *p, uint8_t *at, sluice__state *s) {
+    uint32_t hdr[4];
+    memcpy(hdr, at, 16);
+    memcpy(&s->log.base, at + 16, 8);
+    s->log.cap = hdr[0];
+    s->log.head = hdr[1];
+    s->log.len = hdr[2];
+    s->log.e = (sluice__log_entry *)(void *)(at + 24);
+    return hdr[0] != most_cap(p) || hdr[1] >= hdr[0] || hdr[2] > hdr[0] ? -1 : 0;
+}
+
+static void log_layout_write(const sluice__params *p, const sluice__state *s, uint8_t *at) {
+    uint32_t hdr[4] = {s->log.cap, s->log.head, s->log.len, 0};
+    (void)p;
+    memcpy(at, hdr, 16);
+    memcpy(at + 16, &s->log.base, 8); /* the entries were written in place */
 }
 
 const sluice__algo sluice__sliding_log = {
-    "sliding-log", log_decide, log_peek, log_is_fresh, log_init,
+    .id = SLUICE_SLIDING_LOG,
+    .name = "sliding-log",
+    .flags = SLUICE__ALGO_GROWS,
+    .state_bytes = sizeof(((sluice__state *)0)->log),
+    .decide = log_decide,
+    .peek = log_peek,
+    .is_fresh = log_is_fresh,
+    .init = log_init,
+    .reserve = log_reserve,
+    .release = log_release,
+    .layout_bytes = log_layout_bytes,
+    .layout_init = log_layout_init,
+    .layout_read = log_layout_read,
+    .layout_write = log_layout_write,
+    .quota = sluice__window_quota,
 };

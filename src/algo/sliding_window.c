@@ -5,8 +5,14 @@
  * which is the seed's estimate prev*(W-e)/W + cur + n <= L, cross-multiplied
  * so that nothing is rounded. Every product is < 2^63: L*W <= 2.6e18 and
  * cur + n <= 2L. A backward reading is taken as the start of the newest window
- * counted in, where the previous window weighs most: never more capacity. */
-#include "internal.h"
+ * counted in, where the previous window weighs most: never more capacity.
+ *
+ * Its word, for a limit below 2^16: index - k0 << 32 | prev << 16 | cur,
+ * k0 being the epoch's window (the key's first): 2^32 windows past it (49
+ * days of 1 ms windows). A word of 0 is fresh. */
+#include "algo.h"
+
+#define WORD_LIMIT 0xffff /* the most a count may be, in a word */
 
 /* The state rolled to the effective time: window K, counts P (previous) and
  * Cn (current), e ms into the window. */
@@ -100,6 +106,89 @@ static void sw_init(const sluice__params *p, sluice__state *s) {
     s->sw.cur = 0;
 }
 
+/* ---- layout: i64 index, prev, cur ---- */
+
+static uint64_t sw_layout_bytes(const sluice__params *p) {
+    (void)p;
+    return 24;
+}
+
+static void sw_layout_init(const sluice__params *p, uint8_t *at) {
+    (void)p;
+    memset(at, 0, 24);
+}
+
+static int sw_layout_read(const sluice__params *p, uint8_t *at, sluice__state *s) {
+    memcpy(&s->sw, at, 24);
+    return s->sw.prev < 0 || s->sw.prev > p->limit || s->sw.cur < 0 || s->sw.cur > p->limit ? -1 : 0;
+}
+
+static void sw_layout_write(const sluice__params *p, const sluice__state *s, uint8_t *at) {
+    (void)p;
+    memcpy(at, &s->sw, 24);
+}
+
+/* ---- the word ---- */
+
+static int sw_word_fits(const sluice__params *p) {
+    return p->limit <= WORD_LIMIT;
+}
+
+static int64_t sw_word_unit(const sluice__params *p) {
+    return p->window_ms;
+}
+
+static void sw_word_state(int64_t unit, uint64_t w, int64_t epoch_ms, sluice__state *s) {
+    s->sw.index = sluice__floor_div(epoch_ms, unit) + (int64_t)(w >> 32);
+    s->sw.prev = (int64_t)(w >> 16 & 0xffff);
+    s->sw.cur = (int64_t)(w & 0xffff);
+}
+
+static int sw_word_decide(const sluice__params *p, uint64_t w, int64_t epoch_ms, int64_t now_ms, int64_t cost,
+                          sluice_decision *d, uint64_t *nw) {
+    sluice__state s;
+    sw_word_state(p->window_ms, w, epoch_ms, &s);
+    if (s.sw.prev > p->limit || s.sw.cur > p->limit) return -1;
+    sw_decide(p, &s, now_ms, cost, d, 1);
+    if (!d->allowed) return 0;
+    int64_t delta = s.sw.index - sluice__floor_div(epoch_ms, p->window_ms); /* >= 0: never before the epoch */
+    if (delta < 0 || delta >= INT64_C(1) << 32) return SLUICE__WORD_OUTGROWN;
+    *nw = (uint64_t)delta << 32 | (uint64_t)s.sw.prev << 16 | (uint64_t)s.sw.cur; /* counts <= limit < 2^16 */
+    return 1;
+}
+
+static int sw_word_is_fresh(int64_t unit, uint64_t w, int64_t epoch_ms, int64_t now_ms) {
+    if (unit < 1 || unit > SLUICE_PERIOD_MAX_MS) return -1;
+    sluice__state s;
+    sluice__params p = {.window_ms = unit}; /* is_fresh reads the window only */
+    sw_word_state(unit, w, epoch_ms, &s);
+    return sw_is_fresh(&p, &s, now_ms);
+}
+
+/* L * W: the admission test cross-multiplies, prev*(W-e) + (cur+n)*W <= L*W,
+ * so no term passes 3 * L * W */
+static sluice__i128 sw_largest(const sluice__params *p) {
+    return (sluice__i128)p->limit * p->window_ms;
+}
+
 const sluice__algo sluice__sliding_window = {
-    "sliding-window", sw_decide, sw_peek, sw_is_fresh, sw_init,
+    .id = SLUICE_SLIDING_WINDOW,
+    .name = "sliding-window",
+    .state_bytes = sizeof(((sluice__state *)0)->sw),
+    .decide = sw_decide,
+    .peek = sw_peek,
+    .is_fresh = sw_is_fresh,
+    .init = sw_init,
+    .layout_bytes = sw_layout_bytes,
+    .layout_init = sw_layout_init,
+    .layout_read = sw_layout_read,
+    .layout_write = sw_layout_write,
+    .word_fits = sw_word_fits,
+    .word_fresh = 0,
+    .word_decide = sw_word_decide,
+    .word_unit = sw_word_unit,
+    .word_state = sw_word_state,
+    .word_is_fresh = sw_word_is_fresh,
+    .quota = sluice__window_quota,
+    .largest = sw_largest,
 };

@@ -4,8 +4,9 @@
  * Units are exact: with r/p = R/P in lowest terms, one ms is r units and one
  * token is p units, so refilling R tokens per P ms is exact integer time and
  * the bucket's content at reading t is (tau - max(0, TAT - t*r)) / p tokens,
- * tau = C*p. The leaky bucket (leaky_bucket.c) shares this core. */
-#include "internal.h"
+ * tau = C*p. The leaky bucket (leaky_bucket.c) shares this core, and all
+ * that follows but its decide: layout, word, quota (SLUICE__GCRA_SHARED). */
+#include "algo.h"
 
 static sluice__i128 ceil_div128(sluice__i128 a, int64_t b) {
     return a / b + (a % b != 0);
@@ -60,11 +61,85 @@ void sluice__gcra_init(const sluice__params *p, sluice__state *s) {
     s->tat = SLUICE__TAT_FRESH;
 }
 
+/* ---- layout: the TAT, an i128 ---- */
+
+uint64_t sluice__gcra_layout_bytes(const sluice__params *p) {
+    (void)p;
+    return sizeof(sluice__i128);
+}
+
+void sluice__gcra_layout_init(const sluice__params *p, uint8_t *at) {
+    sluice__i128 fresh = SLUICE__TAT_FRESH;
+    (void)p;
+    memcpy(at, &fresh, sizeof fresh);
+}
+
+int sluice__gcra_layout_read(const sluice__params *p, uint8_t *at, sluice__state *s) {
+    (void)p;
+    memcpy(&s->tat, at, sizeof s->tat);
+    return 0; /* every TAT is a state (a lagging reader may see any backlog) */
+}
+
+void sluice__gcra_layout_write(const sluice__params *p, const sluice__state *s, uint8_t *at) {
+    (void)p;
+    memcpy(at, &s->tat, sizeof s->tat);
+}
+
+/* ---- the word: the TAT - epoch * r, an i64 (sluice__gcra_word_step) ---- */
+
+int sluice__gcra_word_fits(const sluice__params *p) {
+    (void)p;
+    return 1; /* a TAT that outgrows it moves the key to the full form */
+}
+
+int64_t sluice__gcra_word_unit(const sluice__params *p) {
+    return p->r;
+}
+
+void sluice__gcra_word_state(int64_t unit, uint64_t w, int64_t epoch_ms, sluice__state *s) {
+    s->tat = (sluice__i128)(int64_t)w + (sluice__i128)epoch_ms * unit;
+}
+
+int sluice__gcra_word_is_fresh(int64_t unit, uint64_t w, int64_t epoch_ms, int64_t now_ms) {
+    if (unit < 1 || unit > SLUICE_RATE_MAX) return -1;
+    return (sluice__i128)(int64_t)w <= (sluice__i128)(now_ms - epoch_ms) * unit;
+}
+
+/* ---- what others ask ---- */
+
+/* The window is the time a drained bucket takes to refill completely,
+ * C*P/R ms in seconds rounded up (at least 1), and the quota what refills
+ * in it, R*w/P (at least C), so that q per w is the rate even when w was
+ * rounded up (a bucket of 1 at 1000/s: q=1000;w=1). */
+void sluice__gcra_quota(const sluice_config *c, uint64_t most, uint64_t *q, uint64_t *w_s) {
+    /* ceil(C*P / (1000*R)): with C <= 10^9 and P <= 2.6*10^9 it fits 63 bits */
+    uint64_t num = (uint64_t)c->limit * (uint64_t)c->period_ms;
+    uint64_t den = (uint64_t)c->rate * 1000u;
+    *w_s = num / den + (num % den != 0);
+    if (*w_s < 1) *w_s = 1;
+    if (*w_s > most) *w_s = most;
+    /* what refills in w: floor(R * w * 1000 / P), >= C unless w was cut to
+     * most (then the rate over the window written) */
+    unsigned __int128 refill = (unsigned __int128)c->rate * *w_s * 1000u / (uint64_t)c->period_ms;
+    *q = (uint64_t)c->limit;
+    if (refill > *q || *w_s == most) *q = refill > most ? most : (uint64_t)refill;
+}
+
+/* tau: the arithmetic forms a backlog and a request's cost beside it, so
+ * no more than 2 * tau */
+sluice__i128 sluice__gcra_largest(const sluice__params *p) {
+    return (sluice__i128)p->tau;
+}
+
 static int tb_decide(const sluice__params *p, sluice__state *s, int64_t now_ms, int64_t cost,
                      sluice_decision *d, int commit) {
     return sluice__gcra_decide(p, s, now_ms, cost, 0, d, commit);
 }
 
 const sluice__algo sluice__token_bucket = {
-    "token-bucket", tb_decide, sluice__gcra_peek, sluice__gcra_is_fresh, sluice__gcra_init,
+    .id = SLUICE_TOKEN_BUCKET,
+    .name = "token-bucket",
+    .flags = SLUICE__ALGO_GCRA,
+    .decide = tb_decide,
+    SLUICE__GCRA_SHARED,
 };

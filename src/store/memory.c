@@ -97,8 +97,8 @@ typedef struct {
 typedef struct {
     sluice_policy policy; /* a copy: entries are read with its algorithms */
     int inline_state;     /* one part whose state fits in entry.st.word  */
-    int gcra;             /* that part is a token bucket (0) or a leaky
-                             bucket (1), decided inline; else -1          */
+    int gcra;             /* that part is a bucket, decided inline: 1 when
+                             it delays (a shaper), else 0; -1: no bucket  */
 } registered;
 
 typedef struct {
@@ -143,12 +143,10 @@ static void entry_unlock(entry *e) {
 static int registered_init(void *item, void *ctx) {
     registered *r = item;
     (void)ctx;
-    sluice_algorithm a = r->policy.parts[0].algorithm;
-    r->inline_state = r->policy.n_parts == 1 && a != SLUICE_SLIDING_WINDOW && a != SLUICE_SLIDING_LOG;
-    r->gcra = r->policy.n_parts != 1        ? -1
-              : a == SLUICE_TOKEN_BUCKET ? 0
-              : a == SLUICE_LEAKY_BUCKET ? 1
-                                         : -1;
+    const sluice__algo *a = r->policy.algo[0];
+    r->inline_state = r->policy.n_parts == 1 && a->state_bytes <= sizeof(sluice__i128) &&
+                      !(a->flags & SLUICE__ALGO_GROWS);
+    r->gcra = r->policy.n_parts == 1 && (a->flags & SLUICE__ALGO_GCRA) ? (a->flags & SLUICE__ALGO_DELAYS) != 0 : -1;
     return 0;
 }
 
@@ -192,7 +190,7 @@ static void entry_release(const memory_store *m, entry *e) {
     if (e->key_len > INLINE_KEY) free(e->key.heap);
     if (!r->inline_state) {
         for (size_t i = 0; i < r->policy.n_parts; i++)
-            if (r->policy.algo[i] == &sluice__sliding_log) sluice__log_free(&e->st.parts[i].log);
+            if (r->policy.algo[i]->release) r->policy.algo[i]->release(&e->st.parts[i]);
         free(e->st.parts);
     }
     e->policy = 0;
@@ -342,7 +340,7 @@ none_fresh:
 /* Adds a fresh entry for the key (which is not there). */
 static void free_parts(const registered *r, sluice__state *parts) {
     for (size_t i = 0; parts && i < r->policy.n_parts; i++)
-        if (r->policy.algo[i] == &sluice__sliding_log) sluice__log_free(&parts[i].log);
+        if (r->policy.algo[i]->release) r->policy.algo[i]->release(&parts[i]);
     free(parts);
 }
 
@@ -357,8 +355,8 @@ static int insert(memory_store *m, shard *sh, const registered *r, uint64_t h, u
         int rc = (parts = calloc(r->policy.n_parts, sizeof *parts)) ? 0 : SLUICE_ENOMEM;
         for (size_t i = 0; rc == 0 && i < r->policy.n_parts; i++) {
             r->policy.algo[i]->init(&r->policy.params[i], &parts[i]);
-            if (r->policy.algo[i] == &sluice__sliding_log) /* room for the first admission */
-                rc = sluice__log_reserve(&parts[i].log, sluice__log_max_entries(&r->policy.params[i]));
+            if (r->policy.algo[i]->reserve) /* room for the first admission */
+                rc = r->policy.algo[i]->reserve(&r->policy.params[i], &parts[i]);
         }
         if (rc) {
             free_parts(r, parts);

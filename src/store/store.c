@@ -189,6 +189,8 @@ static int read_options(const sluice_store_options *opts, sluice__url *url, int 
     cfg->on_error = o.on_error;
     cfg->connect_timeout_ms = o.connect_timeout_ms ? o.connect_timeout_ms : 200;
     cfg->timeout_ms = o.timeout_ms ? o.timeout_ms : 100;
+    cfg->must_exist = o.must_exist;
+    cfg->caller_clock = o.caller_clock;
     if (cfg->on_error < SLUICE_ON_ERROR_ALLOW || cfg->on_error > SLUICE_ON_ERROR_ERROR) {
         sluice__errf(err, errlen, "options.on_error %d is not a sluice_on_error", (int)cfg->on_error);
         return SLUICE_EINVAL;

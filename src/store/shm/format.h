@@ -44,16 +44,15 @@
  *   then   slots, bucket b's at slots + b * slots per bucket * slot bytes
  *          (64-aligned; what a decision reads first: a FAST key with a key
  *          of up to 16 bytes is decided on one line):
- *          +0   a FAST key's state   u64: a bucket's TAT - born at * r,
- *               in its units (r per ms), as an i64; a fixed window's
- *               index - k0 << 30 | count; a sliding window's index - k0
- *               << 32 | prev << 16 | cur; k0 being the index of the window
- *               the key was added in (a window's 0: no count, fresh)
+ *          +0   a FAST key's state: its algorithm's word (src/algo/:
+ *               a bucket's TAT - born at * r, as an i64; a window's index
+ *               past the key's first and its counts)   u64
  *          +8   control: version << 2 | FAST << 1 | live   atomic u64
  *          +16  policy fingerprint (of the live key)   u64
  *          +24  born at: the store time the key was added at (its
  *               decisions are never earlier)   i64
- *          +32  key length                 u32, pad u32
+ *          +32  key length                 u32
+ *          +36  a FAST key's algorithm (sluice_algorithm)   u32
  *          +40  last use (store ms)        i64   (a hint)
  *          +48  key, zero-padded to 8      u8[key bytes]
  *          then (16-aligned), the tail:
@@ -62,8 +61,9 @@
  *               admit (the u64: reading - SLUICE_TIME_MIN_MS), 2 settled
  *               (the u64: the store time at which the state is fresh
  *               again, i64), 3 drop
- *          +16  a FAST key's unit: a bucket's r (> 0), or -(2W) for a
- *               fixed window of W ms, -(2W + 1) for a sliding one   i64
+ *          +16  a FAST key's unit: what its algorithm needs beside the
+ *               word to judge it without the policy (a bucket's r, a
+ *               window's W)   i64
  *          +24  overflow: the file offset of the slot's overflow block,
  *               0 none   u64
  *          then state copies 0 and 1, 2 * state bytes each:
@@ -157,7 +157,7 @@ typedef struct {
     _Atomic uint64_t fp;
     _Atomic int64_t born_ms;
     _Atomic uint32_t key_len;
-    uint32_t pad;
+    _Atomic uint32_t algo; /* a FAST key's algorithm */
     _Atomic int64_t last_use_ms;
     _Atomic uint64_t key[]; /* zero-padded to a multiple of 8 bytes */
 } shm_slot;
@@ -185,8 +185,6 @@ typedef struct {
 
 #define SHM_LIVE 1u
 #define SHM_FAST 2u /* the key's state is one word, head.lo (see the top) */
-#define SHM_FW_COUNT_BITS 30 /* a FAST fixed window's word: its count's bits */
-#define SHM_FW_INDEX_SPAN (INT64_C(1) << (64 - SHM_FW_COUNT_BITS)) /* windows past k0 it holds */
 #define SHM_VERSION(c) ((c) >> 2)
 #define SHM_CTRL_WORD(v, flags) ((uint64_t)(v) << 2 | (flags))
 #define SHM_KIND_ADMIT 1u

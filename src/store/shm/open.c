@@ -100,8 +100,8 @@ static int read_params(const sluice__url *url, shm_params *sp, char *err, size_t
 }
 
 /* Opens path as step 1 above says: the descriptor, or -1 with err. */
-static int open_own_file(const char *path, char *err, size_t errlen) {
-    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
+static int open_own_file(const char *path, int create, char *err, size_t errlen) {
+    int fd = open(path, O_RDWR | (create ? O_CREAT : 0) | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0600);
     if (fd < 0) {
         int e = errno;
         struct stat st;
@@ -112,6 +112,8 @@ static int open_own_file(const char *path, char *err, size_t errlen) {
         else strcpy(dir, ".");
         if (e == ENOENT && stat(dir, &st) != 0)
             sluice__errf(err, errlen, "shm:%s: the directory it would be in does not exist", path);
+        else if (e == ENOENT && !create)
+            sluice__errf(err, errlen, "shm:%s: no such file", path);
         else if (e == ELOOP && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
             sluice__errf(err, errlen, "shm:%s is a symbolic link: refusing it (name the file itself)", path);
         else if ((e == EACCES || e == EPERM) && lstat(path, &st) == 0 && st.st_uid != geteuid())
@@ -299,7 +301,7 @@ int sluice__shm_open(const sluice__url *url, const sluice__store_config *cfg, sl
     m->policies.word_offset = offsetof(shm_policy, tweak);
     m->policies.ctx = m;
     rc = SLUICE_EINVAL;
-    if ((m->fd = open_own_file(path, err, errlen)) < 0) goto out;
+    if ((m->fd = open_own_file(path, !cfg->must_exist, err, errlen)) < 0) goto out;
     if (lock_setup(m->fd) != 0) {
         int timed_out = errno == ETIMEDOUT;
         sluice__errf(err, errlen, timed_out ? "shm:%s: another process has held it locked for set-up for %d ms"
@@ -319,7 +321,7 @@ int sluice__shm_open(const sluice__url *url, const sluice__store_config *cfg, sl
         goto unlock;
     }
     shm_file_header h;
-    int fresh = st.st_size == 0;
+    int fresh = st.st_size == 0, rebooted = 0;
     if (!fresh) {
         int r = read_header(m->fd, path, st.st_size, &h, err, errlen);
         if (r < 0) {
@@ -354,12 +356,16 @@ int sluice__shm_open(const sluice__url *url, const sluice__store_config *cfg, sl
                          h.key_bytes, h.state_bytes, (unsigned long long)h.overflow_bytes);
             goto unlock;
         }
-        if (strncmp(h.boot_id, boot, sizeof boot) != 0) fresh = 1; /* the host rebooted: its times mean nothing now */
+        if (strncmp(h.boot_id, boot, sizeof boot) != 0) rebooted = 1; /* its times mean nothing now */
     } else {
         shm_geometry_of(&m->g, (uint64_t)max_keys, (uint32_t)want.key_bytes, (uint32_t)want.state_bytes,
                         (uint64_t)want.overflow_bytes);
     }
-    if (fresh) {
+    if (fresh && cfg->must_exist) { /* empty, or a set-up cut short */
+        sluice__errf(err, errlen, "shm:%s holds no store (it was never set up)", path);
+        goto unlock;
+    }
+    if (fresh || rebooted) {
         if ((rc = set_up(m, boot, err, errlen)) != 0) goto unlock;
     } else {
         m->map = mmap(NULL, m->g.file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);

@@ -94,8 +94,6 @@
 #endif
 
 _Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "shm needs lock-free 64-bit atomics");
-_Static_assert(SLUICE_LIMIT_MAX < (1 << SHM_FW_COUNT_BITS), "a FAST fixed window's count fits its bits");
-_Static_assert(SLUICE_PERIOD_MAX_MS < (INT64_C(1) << 40), "a window's unit, -(2W + 1), fits");
 _Static_assert(SLUICE_LIMIT_MAX < (1 << 30), "a change holds a cost in 30 bits");
 
 /* Internal results, beside 0 and the SLUICE_E* codes. */
@@ -123,29 +121,16 @@ int sluice__shm_policy_init(void *item, void *ctx) {
     sp->fp = sluice__siphash24(zero, text, strlen(text)) | 1; /* never 0: 0 is "free" */
     sp->tweak = (uint32_t)(sp->fp >> 32);
     uint64_t at = 0;
-    for (size_t i = 0; i < p->n_parts; i++) {
+    for (size_t i = 0; i < p->n_parts && at < (UINT64_C(1) << 40); i++) {
         sp->offset[i] = (uint32_t)at;
-        switch (p->parts[i].algorithm) {
-        case SLUICE_TOKEN_BUCKET:
-        case SLUICE_LEAKY_BUCKET:
-        case SLUICE_FIXED_WINDOW: at += 16; break;
-        case SLUICE_SLIDING_WINDOW: at += 24; break;
-        case SLUICE_SLIDING_LOG: {
-            uint64_t cap = 1;
-            while ((int64_t)cap < sluice__log_max_entries(&p->params[i]) && cap < (UINT64_C(1) << 31)) cap *= 2;
-            sp->log_cap[i] = (uint32_t)cap;
-            at = shm_align(at, 8) + 24 + cap * 16;
-            break;
-        }
-        }
-        if (at > (UINT64_C(1) << 40)) break; /* too big anyway: refused below */
+        at += shm_align(p->algo[i]->layout_bytes(&p->params[i]), 8); /* too big: refused below */
     }
-    sluice_algorithm a = p->parts[0].algorithm;
-    int bucket = a == SLUICE_TOKEN_BUCKET || a == SLUICE_LEAKY_BUCKET;
-    sp->fast = p->n_parts == 1 && (bucket || a == SLUICE_FIXED_WINDOW ||
-                                   (a == SLUICE_SLIDING_WINDOW && p->params[0].limit <= 0xffff));
-    sp->fast_unit = bucket ? p->params[0].r : -(2 * p->params[0].window_ms + (a == SLUICE_SLIDING_WINDOW));
-    sp->fast_fresh = bucket ? (uint64_t)INT64_MIN : 0; /* the lowest TAT; no count */
+    const sluice__algo *a = p->algo[0];
+    sp->fast = p->n_parts == 1 && a->word_fits && a->word_fits(&p->params[0]);
+    sp->gcra = (a->flags & SLUICE__ALGO_GCRA) != 0;
+    sp->shaper = (a->flags & SLUICE__ALGO_DELAYS) != 0;
+    sp->fast_unit = sp->fast ? a->word_unit(&p->params[0]) : 0;
+    sp->fast_fresh = a->word_fresh;
     sp->block_class = 0;
     if (at <= m->g.state_bytes) {
         sp->bytes = (uint32_t)at;
@@ -170,69 +155,25 @@ int sluice__shm_policy_init(void *item, void *ctx) {
 
 /* ---- a key's state: the policy's parts in a state copy ---- */
 
-/* A state copy's words -> the algorithms' states (logs point into buf):
- * 0, or DAMAGED when a state is not one the algorithm ever writes. */
+/* A state copy's words -> the algorithms' states (a state that grows keeps
+ * its entries in buf): 0, or DAMAGED when a state is not one the algorithm
+ * ever writes. */
 static int load_states(const shm_policy *sp, uint8_t *copy, sluice__state *st) {
     const sluice_policy *p = &sp->policy;
-    for (size_t i = 0; i < p->n_parts; i++) {
-        uint8_t *at = copy + sp->offset[i];
-        int64_t limit = p->params[i].limit;
-        switch (p->parts[i].algorithm) {
-        case SLUICE_TOKEN_BUCKET:
-        case SLUICE_LEAKY_BUCKET: memcpy(&st[i].tat, at, 16); break;
-        case SLUICE_FIXED_WINDOW:
-            memcpy(&st[i].fw, at, 16);
-            if (st[i].fw.cur < 0 || st[i].fw.cur > limit) return DAMAGED;
-            break;
-        case SLUICE_SLIDING_WINDOW:
-            memcpy(&st[i].sw, at, 24);
-            if (st[i].sw.prev < 0 || st[i].sw.prev > limit || st[i].sw.cur < 0 || st[i].sw.cur > limit)
-                return DAMAGED;
-            break;
-        case SLUICE_SLIDING_LOG: {
-            uint32_t hdr[4];
-            memcpy(hdr, at, 16);
-            memcpy(&st[i].log.base, at + 16, 8);
-            st[i].log.cap = hdr[0];
-            st[i].log.head = hdr[1];
-            st[i].log.len = hdr[2];
-            st[i].log.e = (sluice__log_entry *)(at + 24);
-            if (hdr[0] != sp->log_cap[i] || hdr[1] >= hdr[0] || hdr[2] > hdr[0]) return DAMAGED;
-            break;
-        }
-        }
-    }
+    for (size_t i = 0; i < p->n_parts; i++)
+        if (p->algo[i]->layout_read(&p->params[i], copy + sp->offset[i], &st[i])) return DAMAGED;
     return 0;
 }
 
 static void store_states(const shm_policy *sp, uint8_t *copy, const sluice__state *st) {
     const sluice_policy *p = &sp->policy;
-    for (size_t i = 0; i < p->n_parts; i++) {
-        uint8_t *at = copy + sp->offset[i];
-        switch (p->parts[i].algorithm) {
-        case SLUICE_TOKEN_BUCKET:
-        case SLUICE_LEAKY_BUCKET: memcpy(at, &st[i].tat, 16); break;
-        case SLUICE_FIXED_WINDOW: memcpy(at, &st[i].fw, 16); break;
-        case SLUICE_SLIDING_WINDOW: memcpy(at, &st[i].sw, 24); break;
-        case SLUICE_SLIDING_LOG: {
-            uint32_t hdr[4] = {st[i].log.cap, st[i].log.head, st[i].log.len, 0};
-            memcpy(at, hdr, 16);
-            memcpy(at + 16, &st[i].log.base, 8);
-            break; /* the entries were written in place */
-        }
-        }
-    }
+    for (size_t i = 0; i < p->n_parts; i++) p->algo[i]->layout_write(&p->params[i], &st[i], copy + sp->offset[i]);
 }
 
 static void fresh_states(const shm_policy *sp, uint8_t *copy) {
     const sluice_policy *p = &sp->policy;
-    sluice__state st[SLUICE_POLICY_MAX_PARTS];
     memset(copy, 0, sp->bytes);
-    for (size_t i = 0; i < p->n_parts; i++) {
-        p->algo[i]->init(&p->params[i], &st[i]);
-        if (p->parts[i].algorithm == SLUICE_SLIDING_LOG) st[i].log.cap = sp->log_cap[i];
-    }
-    store_states(sp, copy, st);
+    for (size_t i = 0; i < p->n_parts; i++) p->algo[i]->layout_init(&p->params[i], copy + sp->offset[i]);
 }
 
 /* ---- a key's state copies: in its slot, or in its overflow block ---- */
@@ -494,70 +435,13 @@ static void touch(shm_slot *sl, int64_t now_ms) {
 
 /* ---- FAST keys: one word of state ---- */
 
-/* A FAST window key's word (see format.h) <-> its state; k0: the index of
- * the window the key was added in (its word is relative to it). */
-static void window_unpack(int sliding, uint64_t w, int64_t k0, sluice__state *st) {
-    if (sliding) {
-        st->sw.index = k0 + (int64_t)(w >> 32);
-        st->sw.prev = (int64_t)(w >> 16 & 0xffff);
-        st->sw.cur = (int64_t)(w & 0xffff);
-    } else {
-        st->fw.index = k0 + (int64_t)(w >> SHM_FW_COUNT_BITS);
-        st->fw.cur = (int64_t)(w & ((UINT64_C(1) << SHM_FW_COUNT_BITS) - 1));
-    }
-}
-/* 0 when the state lies too far past k0 for the word. Its counts always
- * fit: a fixed window's are at most its limit (see SHM_FW_COUNT_BITS), a
- * sliding window's too, and FAST only below 2^16 (policy_init). */
-static int window_pack(int sliding, const sluice__state *st, int64_t k0, uint64_t *w) {
-    int64_t delta = (sliding ? st->sw.index : st->fw.index) - k0; /* >= 0: never before the key was added */
-    if (delta < 0 || delta >= (sliding ? INT64_C(1) << 32 : SHM_FW_INDEX_SPAN)) return 0;
-    *w = sliding ? (uint64_t)delta << 32 | (uint64_t)st->sw.prev << 16 | (uint64_t)st->sw.cur
-                 : (uint64_t)delta << SHM_FW_COUNT_BITS | (uint64_t)st->fw.cur;
-    return 1;
-}
-
-/* Decides on a FAST window key's word w with its algorithm itself
- * (src/algo/fixed_window.c, sliding_window.c), filling *d: 1 admitted
- * (*nw: the new word), 0 denied, CONVERT when the new state does not fit
- * the word, or DAMAGED when a count is above the limit. */
-static int window_step(const shm_policy *sp, uint64_t w, int64_t born_ms, int64_t now_ms, int64_t cost,
-                       sluice_decision *d, uint64_t *nw) {
-    const sluice__params *pp = &sp->policy.params[0];
-    int sliding = sp->policy.parts[0].algorithm == SLUICE_SLIDING_WINDOW;
-    int64_t k0 = sluice__floor_div(born_ms, pp->window_ms);
-    sluice__state st;
-    window_unpack(sliding, w, k0, &st);
-    if (sliding ? st.sw.prev > pp->limit || st.sw.cur > pp->limit : st.fw.cur > pp->limit) return DAMAGED;
-    sp->policy.algo[0]->decide(pp, &st, now_ms, cost, d, 1);
-    if (!d->allowed) return 0;
-    return window_pack(sliding, &st, k0, nw) ? 1 : CONVERT;
-}
-
-/* A FAST window key's state from its word w, its born_ms and its slot's
- * unit (< 0), for those who know no policy (making room, converting): its
- * window in *W; 1 for a sliding window, 0 for a fixed one. */
-static int window_of_slot(uint64_t w, int64_t born_ms, int64_t unit, sluice__state *st, int64_t *W) {
-    int sliding = (int)(-unit % 2);
-    *W = -unit / 2;
-    window_unpack(sliding, w, sluice__floor_div(born_ms, *W), st);
-    return sliding;
-}
-
-/* Whether a slot's unit can be a FAST key's (a damaged one cannot be
- * judged fresh). */
-static int unit_ok(int64_t unit) {
-    return (unit > 0 && unit <= INT64_C(1) << 62) || (unit < 0 && unit >= -(2 * SLUICE_PERIOD_MAX_MS + 1) && unit <= -2);
-}
-
-/* Whether a FAST key's word w is fresh at now_ms (unit: its slot's). */
-static int fast_fresh(uint64_t w, int64_t born_ms, int64_t unit, int64_t now_ms) {
-    if (unit > 0) /* a bucket: full once its TAT is past */
-        return (sluice__i128)(int64_t)w <= (sluice__i128)(now_ms - born_ms) * unit;
-    sluice__state st;
-    sluice__params pp = {0}; /* a window's is_fresh reads its window only */
-    int sliding = window_of_slot(w, born_ms, unit, &st, &pp.window_ms);
-    return (sliding ? &sluice__sliding_window : &sluice__fixed_window)->is_fresh(&pp, &st, now_ms);
+/* Whether a FAST key's word w is fresh at now_ms, judged by the algorithm
+ * and unit its slot names (which may be of a policy this process does not
+ * know): 1 or 0, or -1 when they name none (a damaged slot). */
+static int fast_fresh(const shm_slot *sl, int64_t unit, uint64_t w, int64_t now_ms) {
+    const sluice__algo *a = sluice__algo_of((sluice_algorithm)atomic_load_explicit(&sl->algo, memory_order_relaxed));
+    if (!a || !a->word_is_fresh) return -1;
+    return a->word_is_fresh(unit, w, atomic_load_explicit(&sl->born_ms, memory_order_relaxed), now_ms);
 }
 
 /* Decides on a FAST key: its word (a bucket's TAT, relative to born_ms in
@@ -568,8 +452,6 @@ static int fast_fresh(uint64_t w, int64_t born_ms, int64_t unit, int64_t now_ms)
 static int decide_fast(shm_store *m, const shm_policy *sp, shm_slot *sl, const uint64_t *kw, size_t len,
                        int64_t cost, int64_t reading_ms, sluice_decision *d, uint64_t seen) {
     const sluice__params *pp = &sp->policy.params[0];
-    int shaper = sp->policy.parts[0].algorithm == SLUICE_LEAKY_BUCKET;
-    int window = sp->fast_unit < 0;
     for (;; seen = 0) {
         uint64_t w = atomic_load_explicit(&sl->head.lo, memory_order_acquire);
         uint64_t c = atomic_load_explicit(&sl->head.hi, memory_order_acquire);
@@ -585,26 +467,23 @@ static int decide_fast(shm_store *m, const shm_policy *sp, shm_slot *sl, const u
         int64_t bb = 0;
         uint64_t nw = 0;
         int admit;
-        if (window) {
-            if ((admit = window_step(sp, w, born_ms, now, cost, d, &nw)) > 1) return admit; /* CONVERT, DAMAGED */
+        if (!sp->gcra) { /* a window: its algorithm decides on the word */
+            admit = sp->policy.algo[0]->word_decide(pp, w, born_ms, now, cost, d, &nw);
+            if (admit == SLUICE__WORD_OUTGROWN) return CONVERT;
+            if (admit < 0) return DAMAGED;
         } else {
-            /* w is the TAT. In 64 bits: ts = (now - born) * r; past 2^63
-             * the bucket is full (backlog 0) and any admission's TAT
-             * outgrows the word */
-            int64_t ts, b, nt;
+            /* w is the TAT, relative to born_ms: ts = (now - born) * r;
+             * the bucket's word step (algo/algo.h), its decision written
+             * after the CAS (its divisions would hold the CAS back) */
+            int64_t ts, nt = 0;
             if (__builtin_sub_overflow(now, born_ms, &ts) || __builtin_mul_overflow(ts, pp->r, &ts)) return CONVERT;
-            bb = __builtin_sub_overflow((int64_t)w, ts, &b) || b < 0 ? 0 : b; /* ts >= 0 */
-            if ((admit = sluice__gcra_room(pp, bb, cost))) {
-                nb = bb + cost * pp->p;
-                if (__builtin_add_overflow(ts, nb, &nt)) return CONVERT;
-                nw = (uint64_t)nt;
-            }
+            if ((admit = sluice__gcra_word_step(pp, (int64_t)w, ts, cost, &bb, &nb, &nt)) < 0) return CONVERT;
+            nw = (uint64_t)nt;
         }
         touch(sl, now);
         if (admit) {
             if (!shm_cas16(&sl->head, w, c, nw, c + SHM_CTRL_WORD(1, 0))) continue;
-            /* a bucket's divisions after the CAS, which would wait for them */
-            if (!window) sluice__gcra_allowed(pp, bb, nb, shaper, d);
+            if (sp->gcra) sluice__gcra_allowed(pp, bb, nb, sp->shaper, d);
             sluice__store_time_raise(&m->hdr->now_ms, now);
             COUNT(m, allowed);
         } else {
@@ -614,7 +493,7 @@ static int decide_fast(shm_store *m, const shm_policy *sp, shm_slot *sl, const u
             STEP(6);
             atomic_thread_fence(memory_order_acquire);
             if (atomic_load_explicit(&sl->head.hi, memory_order_relaxed) != c) continue;
-            if (!window) sluice__gcra_denied(pp, bb, cost, d);
+            if (sp->gcra) sluice__gcra_denied(pp, bb, cost, d);
             COUNT(m, denied);
         }
         sluice__decision_lag(d, now - reading_ms);
@@ -625,32 +504,27 @@ static int decide_fast(shm_store *m, const shm_policy *sp, shm_slot *sl, const u
 /* Moves a FAST key whose state outgrew its word to the general form, the
  * same state as copy words, with the buckets' locks held. Killed midway,
  * the key is still FAST and whole: the last compare-and-swap switches. */
-static int convert(const shm_store *m, const shm_policy *sp, shm_slot *sl) {
+static int convert(const shm_store *m, const shm_policy *sp, shm_slot *sl, uint64_t *buf) {
     copies cp = copies_of(m, sp, sl);
+    const sluice__algo *a = sp->policy.algo[0];
+    const sluice__params *pp = &sp->policy.params[0];
     if (!cp.base || !sp->fast) return DAMAGED;
     for (;;) {
         uint64_t w, c;
         shm_pair_read(&sl->head, &w, &c);
         if ((c & (SHM_LIVE | SHM_FAST)) != (SHM_LIVE | SHM_FAST)) return 0;
-        uint64_t v = SHM_VERSION(c) + 1, words[3];
-        size_t n = 2;
-        int64_t unit = sp->fast_unit;
-        int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed), fresh_at;
+        uint64_t v = SHM_VERSION(c) + 1;
+        int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed);
         sluice__state st;
-        if (unit > 0) {
-            st.tat = (sluice__i128)(int64_t)w + (sluice__i128)born_ms * unit; /* a bucket's state: its TAT, i128 */
-            memcpy(words, &st.tat, sizeof st.tat);
-        } else {
-            int64_t W;
-            if (window_of_slot(w, born_ms, unit, &st, &W)) memcpy(words, &st.sw, sizeof st.sw), n = 3;
-            else memcpy(words, &st.fw, sizeof st.fw);
-        }
+        a->word_state(sp->fast_unit, w, born_ms, &st); /* the state the word stands for, as words */
+        fresh_states(sp, (uint8_t *)buf);
+        store_states(sp, (uint8_t *)buf, &st);
         /* fresh at: the algorithm's own reset, seen from the store's time */
         sluice_decision peek;
         int64_t now = sluice__store_time(&m->hdr->now_ms, born_ms);
-        sp->policy.algo[0]->peek(&sp->policy.params[0], &st, now, &peek);
-        fresh_at = peek.reset_ms ? now + peek.reset_ms : INT64_MIN;
-        copy_write(cp, v, words, n);
+        a->peek(pp, &st, now, &peek);
+        int64_t fresh_at = peek.reset_ms ? now + peek.reset_ms : INT64_MIN;
+        copy_write(cp, v, buf, sp->words);
         STEP(5);
         shm_pair_set(&shm_tail_of(m, sl)->change, (uint64_t)fresh_at, SHM_CHANGE(v, SHM_KIND_SETTLED, 0));
         if (shm_cas16(&sl->head, w, c, 0, SHM_CTRL_WORD(v, SHM_LIVE))) return 0;
@@ -769,9 +643,7 @@ static int slot_state(const shm_store *m, shm_slot *sl, int64_t now_ms, uint64_t
         if (*c != c0) return SLOT_MOVED;
         *hi = 0;
         int64_t unit = atomic_load_explicit(&shm_tail_of(m, sl)->unit, memory_order_relaxed);
-        if (!unit_ok(unit)) return SLOT_USED; /* damaged: never judged fresh */
-        return fast_fresh(*lo, atomic_load_explicit(&sl->born_ms, memory_order_relaxed), unit, now_ms) ? SLOT_FRESH
-                                                                                                      : SLOT_USED;
+        return fast_fresh(sl, unit, *lo, now_ms) == 1 ? SLOT_FRESH : SLOT_USED; /* damaged (-1): never fresh */
     }
     shm_pair_read(&shm_tail_of(m, sl)->change, lo, hi);
     uint64_t v = SHM_VERSION(*c);
@@ -905,7 +777,8 @@ static int add_key(shm_store *m, const located *q, const uint64_t *kw, size_t le
     _Atomic uint64_t *tw = &bh->tags[i / 8]; /* written under the lock: no other writer */
     uint64_t t = atomic_load_explicit(tw, memory_order_relaxed) & ~(UINT64_C(0xff) << (i % 8 * 8));
     atomic_store_explicit(tw, t | (uint64_t)q->tag << (i % 8 * 8), memory_order_relaxed);
-    if (sp->fast) { /* one word, fresh at any reading */
+    if (sp->fast) { /* one word, fresh at any reading; its algorithm and unit beside it */
+        atomic_store_explicit(&sl->algo, (uint32_t)sp->policy.parts[0].algorithm, memory_order_relaxed);
         atomic_store_explicit(&shm_tail_of(m, sl)->unit, sp->fast_unit, memory_order_relaxed);
         STEP(4);
         shm_pair_set(&sl->head, sp->fast_fresh, SHM_CTRL_WORD(v, SHM_FAST | SHM_LIVE));
@@ -1034,7 +907,7 @@ static inline __attribute__((always_inline)) int acquire_located(shm_store *m, c
         if (!sl && rc == 0) rc = add_key(m, q, kw, len, decision_time(m, q, now_ms), buf, &sl, &home);
         if (sl && rc == 0)
             while ((rc = decide_held(m, sp, sl, kw, len, cost, now_ms, d, buf, seen)) == CONVERT) {
-                if ((rc = convert(m, sp, sl))) break;
+                if ((rc = convert(m, sp, sl, buf))) break;
                 seen = 0;
             }
         unlock_buckets(q);

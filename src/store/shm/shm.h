@@ -22,11 +22,12 @@ typedef struct {
     sluice_policy policy;
     uint64_t fp;
     uint32_t tweak; /* its keys' hash tweak: fp's top 32 bits */
-    uint32_t offset[SLUICE_POLICY_MAX_PARTS], log_cap[SLUICE_POLICY_MAX_PARTS];
+    uint32_t offset[SLUICE_POLICY_MAX_PARTS]; /* each part's state in a copy */
     uint32_t bytes, words; /* a state copy: bytes, words */
     unsigned block_class;  /* 0: its state fits a slot; else its keys' overflow block's class */
     int fast;              /* its keys' state is one word (FAST: see shm.c) */
-    int64_t fast_unit;     /* FAST: the slot's unit (see format.h) */
+    int gcra, shaper;      /* FAST: a bucket's word (decided inline), a shaper's */
+    int64_t fast_unit;     /* FAST: the slot's unit, its algorithm's word_unit */
     uint64_t fast_fresh;   /* FAST: a fresh key's word */
 } shm_policy;
 

@@ -1,0 +1,40 @@
+/* policy.h: policies (a name and 1..8 configurations that must all
+ * admit), and the configurations they are made of: validation and the text
+ * form (config.c), the policy object (policy.c), and deciding over its
+ * parts, all or nothing (composite.c). */
+#ifndef SLUICE_POLICY_H
+#define SLUICE_POLICY_H
+
+#include "algo/algo.h"
+
+/* ---- "config.c" ---- */
+/* Parses text[begin..end), with positions in messages relative to text. */
+int sluice__config_parse_span(const char *text, size_t begin, size_t end, sluice_config *out,
+                              char *err, size_t errlen);
+/* Validates c and fills *p. Returns 0 or SLUICE_EINVAL with a message. */
+int sluice__params_init(const sluice_config *c, sluice__params *p, char *err, size_t errlen);
+
+/* ---- "policy.c" ---- */
+struct sluice_policy {
+    uint64_t serial;  /* unique per policy object made (copies share it) */
+    int64_t max_cost; /* the least limit of the parts */
+    char name[SLUICE_POLICY_NAME_MAX + 1];
+    size_t n_parts;
+    sluice_config parts[SLUICE_POLICY_MAX_PARTS];
+    sluice__params params[SLUICE_POLICY_MAX_PARTS];
+    const sluice__algo *algo[SLUICE_POLICY_MAX_PARTS];
+};
+/* Checks cost against every part: SLUICE_ECOST when cost < 1 or > a limit. */
+int sluice__policy_check_cost(const sluice_policy *p, int64_t cost);
+/* Decides cost against every part's state, all or nothing: when every part
+ * admits, updates all states; otherwise none. Fills the combined decision.
+ * Returns 0 or SLUICE__EGROW (with *grow_part set; nothing changed): only
+ * when every part would admit, so a denial never waits on memory. */
+int sluice__policy_decide(const sluice_policy *p, sluice__state *states, int64_t now_ms,
+                          int64_t cost, sluice_decision *d, size_t *grow_part);
+/* The same, growing sliding logs (heap rings) as they need: 0 or
+ * SLUICE_ENOMEM (nothing changed). */
+int sluice__policy_decide_grow(const sluice_policy *p, sluice__state *states, int64_t now_ms,
+                               int64_t cost, sluice_decision *d);
+
+#endif /* SLUICE_POLICY_H */

@@ -1,0 +1,179 @@
+/* store/store.h: the store interface. A store kind (memory.c, shm/,
+ * redis/) fills in one const table of operations (sluice__store_ops);
+ * store.c chooses the kind by URL, parses its options, checks every
+ * request's arguments once, and keeps the message channel. Also here: the
+ * registry of the policies a store has met, and the store time every
+ * store keeps. */
+#ifndef SLUICE_STORE_H
+#define SLUICE_STORE_H
+
+#include "lock.h"
+#include "policy.h"
+#include "shared.h"
+
+#include <stdatomic.h>
+
+/* ---- "store/store.c": what every store shares ---- */
+#define SLUICE__URL_MAX_PARAMS 16
+
+/* A store URL taken apart: "scheme:path?k=v&k=v". Pointers into the URL. */
+typedef struct {
+    char scheme[16];
+    const char *path;
+    size_t path_len;
+    struct {
+        const char *key, *value;
+        size_t key_len, value_len;
+    } params[SLUICE__URL_MAX_PARAMS];
+    size_t n_params;
+} sluice__url;
+
+/* Options, after the struct and then the URL have had their say. */
+typedef struct {
+    int64_t max_keys;
+    int max_keys_given; /* by the options struct or the URL */
+    sluice_on_full on_full;
+    const sluice_clock *clock;
+    sluice_on_error on_error;
+    int64_t connect_timeout_ms, timeout_ms;
+    int must_exist, caller_clock; /* the options struct's */
+} sluice__store_config;
+
+typedef struct sluice__store_ops {
+    const char *scheme;
+    /* Opens a store of this kind; unknown URL parameters are errors. */
+    int (*open)(const sluice__url *url, const sluice__store_config *cfg, sluice_store **out,
+                char *err, size_t errlen);
+    /* Arguments are checked (key length, cost, reading) before this is called. */
+    int (*acquire_at)(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                      int64_t cost, int64_t now_ms, sluice_decision *out);
+    /* Fills out as far as it knows; a store that cannot count its keys (a
+     * remote one whose server does not answer) sets keys to -1 and says
+     * why in the store's message: sluice_store_stats is then SLUICE_ESTORE. */
+    void (*stats)(sluice_store *s, sluice_stats *out);
+    void (*close)(sluice_store *s);
+    /* optional: a batch (requests already checked, results[i] preset to
+     * their check's error or 0); NULL: one acquire_at per request */
+    void (*acquire_many)(sluice_store *s, const sluice_request *reqs, size_t n, int64_t now_ms,
+                         sluice_decision *out, int *results);
+} sluice__store_ops;
+
+/* The head of every store; each kind's struct starts with it. */
+struct sluice_store {
+    const sluice__store_ops *ops;
+    const sluice_clock *clock;
+};
+/* Sets the calling thread's message for sluice_store_errmsg(s). */
+SLUICE__SHARED void sluice__store_errf(const sluice_store *s, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The policies a store has met, each with the store's own data about it.
+ * An item starts with a copy of its policy; equal name and configuration,
+ * equal item (so a changed configuration is a new item). The first
+ * SLUICE__KNOWN_MAX policy objects a store meets are recognised without a
+ * lock (by serial); any later one takes the lock and compares contents, so
+ * a program should make its policies once, not per request. */
+#define SLUICE__POLICIES_MAX 4096
+#define SLUICE__POLICY_CHUNK 64 /* items come in chunks that never move */
+#define SLUICE__KNOWN_MAX 64
+typedef struct {
+    sluice__lock lock; /* guards chunks and n, and appends to known */
+    void **chunks[SLUICE__POLICIES_MAX / SLUICE__POLICY_CHUNK];
+    unsigned n;
+    struct {
+        _Atomic uint64_t serial;
+        unsigned id;
+        uint32_t word; /* the item's word at word_offset (32 bits: an entry stays 16 bytes) */
+    } known[SLUICE__KNOWN_MAX];
+    atomic_uint n_known;
+    size_t item_size; /* >= sizeof(sluice_policy) */
+    /* the offset in an item of a u32 that known[] keeps beside the id, so a
+     * decision that needs it early (shm: the policy's hash tweak, which
+     * its key hash takes) has it without waiting for the item's address;
+     * a store that needs none leaves it 0 (the cached word then goes unused) */
+    size_t word_offset;
+    /* fills the item after the policy copy; 0 or an error (not kept) */
+    int (*init)(void *item, void *ctx);
+    void *ctx;
+} sluice__policy_set;
+/* The id of p in set, registering it when new (sluice__policy_set_id).
+ * Errors: SLUICE_EFULL (too many policies), SLUICE_ENOMEM, or init's error;
+ * messages via store s. */
+SLUICE__SHARED int sluice__policy_set_add(sluice__policy_set *set, const sluice_store *s,
+                                          const sluice_policy *p, unsigned *id);
+/* Item id (an id sluice__policy_set_id gave: no lock needed). */
+static inline void *sluice__policy_item(const sluice__policy_set *set, unsigned id) {
+    return set->chunks[id / SLUICE__POLICY_CHUNK][id % SLUICE__POLICY_CHUNK];
+}
+/* Item id's word at word_offset (what known[] caches). */
+static inline uint32_t sluice__policy_item_word(const sluice__policy_set *set, unsigned id) {
+    uint32_t w;
+    memcpy(&w, (const char *)sluice__policy_item(set, id) + set->word_offset, sizeof w);
+    return w;
+}
+/* Whether the policy object of this serial is in set's cache of objects
+ * met before (its id then in *id, and its item's word at word_offset in
+ * *word when word is not NULL). */
+static inline int sluice__policy_set_known(const sluice__policy_set *set, uint64_t serial, unsigned *id,
+                                           uint32_t *word) {
+    unsigned n = atomic_load_explicit(&set->n_known, memory_order_acquire);
+    for (unsigned i = 0; i < n; i++) {
+        if (atomic_load_explicit(&set->known[i].serial, memory_order_relaxed) == serial) {
+            *id = set->known[i].id;
+            if (word) *word = set->known[i].word;
+            return 1;
+        }
+    }
+    return 0;
+}
+/* The same as sluice__policy_set_add, inline: a policy object met before is
+ * found without a call. word: as in sluice__policy_set_known. */
+static inline int sluice__policy_set_id(sluice__policy_set *set, const sluice_store *s,
+                                        const sluice_policy *p, unsigned *id, uint32_t *word) {
+    if (sluice__policy_set_known(set, p->serial, id, word)) return 0;
+    int rc = sluice__policy_set_add(set, s, p, id);
+    if (rc == 0 && word) *word = sluice__policy_item_word(set, *id);
+    return rc;
+}
+SLUICE__SHARED void sluice__policy_set_free(sluice__policy_set *set);
+
+/* Store time: the highest reading at which the store admitted something.
+ * A decision is made at max(reading, *high); only an admission raises
+ * *high (atomically, written only when it grows), so a denied or failed
+ * call changes nothing. */
+static inline int64_t sluice__store_time(_Atomic int64_t *high, int64_t now_ms) {
+    int64_t h = atomic_load_explicit(high, memory_order_relaxed);
+    return now_ms > h ? now_ms : h;
+}
+static inline void sluice__store_time_raise(_Atomic int64_t *high, int64_t now_ms) {
+    int64_t h = atomic_load_explicit(high, memory_order_relaxed);
+    while (now_ms > h && !atomic_compare_exchange_weak_explicit(high, &h, now_ms, memory_order_relaxed,
+                                                                memory_order_relaxed)) {
+    }
+}
+/* A decision made at store time, told from a reading lag_ms behind it: its
+ * waits are longer by the lag (zero stays zero), so that sleeping them on
+ * the caller's clock is exactly enough. */
+static inline void sluice__decision_lag(sluice_decision *d, int64_t lag_ms) {
+    if (lag_ms <= 0) return;
+    if (d->retry_after_ms) d->retry_after_ms += lag_ms;
+    if (d->reset_ms) d->reset_ms += lag_ms;
+    if (d->part_reset_ms) d->part_reset_ms += lag_ms;
+    if (d->delay_ms) d->delay_ms += lag_ms;
+}
+
+/* Reads URL parameter i as an integer in lo..hi into *out, or explains. */
+SLUICE__SHARED int sluice__url_int(const sluice__url *url, size_t i, int64_t lo, int64_t hi,
+                                   int64_t *out, char *err, size_t errlen);
+/* Reads URL parameter i as one of n names ("a", "b", ...): *out gets its
+ * index, or explains (naming the choices) and returns SLUICE_EINVAL. */
+SLUICE__SHARED int sluice__url_choice(const sluice__url *url, size_t i, const char *const *names,
+                                      int n, int *out, char *err, size_t errlen);
+/* Whether URL parameter i is named name. */
+SLUICE__SHARED int sluice__url_is(const sluice__url *url, size_t i, const char *name);
+
+/* The kinds built into libsluice: "store/memory.c", "store/shm/shm.c". */
+extern const sluice__store_ops sluice__memory_store;
+extern const sluice__store_ops sluice__shm_store;
+
+#endif /* SLUICE_STORE_H */

@@ -1,0 +1,37 @@
+/* testing.h: the hooks the tests use to see inside (each in the file
+ * named above it). None is used in real operation. */
+#ifndef SLUICE_TESTING_H
+#define SLUICE_TESTING_H
+
+#include "sluice.h"
+
+#include <stddef.h>
+
+/* ---- "limiter.c" ---- */
+/* How often callers of l met each other: CAS retries plus lock waits. Tests
+ * use it to show that a concurrency test really raced. */
+unsigned long sluice__limiter_contention(const sluice_limiter *l);
+/* Part i's state at now_ms, as its algorithm's peek() reports it. */
+void sluice__limiter_peek_part(sluice_limiter *l, size_t i, int64_t now_ms, sluice_decision *d);
+
+/* Test hook: from now on every key of s hashes alike (decisions stay right,
+ * only slower). */
+void sluice__memory_store_collide(sluice_store *s);
+/* Test hook (store/shm/shm.c): when set, called at each step of a
+ * lock-free admission (1: its change installed, 2: its new state written,
+ * 3: the change settled, before the key's version moves on), of adding a
+ * key (4: its state written, before it is live; 7: its slot chosen and its
+ * overflow block given, before the key is written), of moving a FAST key to
+ * the general form (5: its state written, before the switch), and of a
+ * FAST denial (6: decided, before the control word is read again to vouch
+ * for it), so that a test can stop or kill the process there, or change
+ * the slot under it. NULL in real use. */
+extern void (*sluice__shm_step_hook)(int step);
+/* Test hook (store/shm/shm.c): from now on every key this handle of s looks up or
+ * adds hashes alike (one bucket, one tag), so that only the key comparison
+ * tells keys apart. Only on a new file: keys added before are not found. */
+void sluice__shm_store_collide(sluice_store *s);
+/* Test hook: whether s holds state for (p, key) now. */
+int sluice__memory_store_holds(sluice_store *s, const sluice_policy *p, const void *key, size_t len);
+
+#endif /* SLUICE_TESTING_H */
