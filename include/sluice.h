@@ -381,7 +381,8 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  *             every call; on_error=allow|deny|error (allow), clock=server|client
  *             (server: the script reads Redis's TIME, so hosts with skewed
  *             clocks agree; client: the store's clock, for tests and
- *             simulations), prefix=S (of every Redis key; "sluice:"),
+ *             simulations; the default is client when the options ask for
+ *             caller_clock), prefix=S (of every Redis key; "sluice:"),
  *             pool=N (connections per server, 8), ttl_grace_ms=N (added to
  *             every expiry; 60000 with clock=client, else 0: expiries run on
  *             the server's clock, so with clock=client a key's state lasts

@@ -869,6 +869,7 @@ static int open_common(const sluice__url *url, const sluice__store_config *cfg, 
     r->timeout_ms = cfg->timeout_ms;
     r->pool = POOL_DEFAULT;
     r->ttl_grace_ms = -1;
+    r->client_clock = cfg->caller_clock; /* the URL's clock= says otherwise */
     atomic_init(&r->now_ms, -CLIENT_TIME_MAX_MS); /* no reading yet: the lowest */
     strcpy(r->prefix, "sluice:");
     pthread_mutex_init(&r->nodes_mu, NULL);
