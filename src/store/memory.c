@@ -579,19 +579,22 @@ static void mem_close(sluice_store *s) {
     free(m);
 }
 
-static int mem_open(const sluice__url *url, const sluice__store_config *cfg, sluice_store **out,
-                    char *err, size_t errlen) {
-    if (url->path_len != 0) {
-        sluice__errf(err, errlen, "store URL memory:%.*s: the memory store takes no path",
-                     (int)url->path_len, url->path);
+/* The URL parameters memory: takes (kinds.c reads them). */
+enum { P_MAX_KEYS, P_ON_FULL };
+static const char *const on_full_names[] = {"evict", "refuse", NULL}; /* in sluice_on_full's order */
+static const sluice__param mem_params[] = {
+    [P_MAX_KEYS] = {"max_keys", SLUICE__PARAM_INT, 1, SLUICE_MAX_KEYS_MAX, SLUICE_MAX_KEYS_DEFAULT, NULL, NULL, NULL,
+                    SLUICE__OPT_MAX_KEYS},
+    [P_ON_FULL] = {"on_full", SLUICE__PARAM_CHOICE, 0, 0, SLUICE_ON_FULL_EVICT, on_full_names, NULL, NULL,
+                   SLUICE__OPT_ON_FULL},
+};
+
+static int mem_open(const sluice__store_config *cfg, sluice_store **out, char *err, size_t errlen) {
+    if (cfg->path_len != 0) {
+        sluice__errf(err, errlen, "%s: the memory store takes no path", cfg->base);
         return SLUICE_EINVAL;
     }
-    for (size_t i = 0; i < url->n_params; i++) {
-        if (url->params[i].key_len == 0) continue; /* handled by store.c */
-        sluice__errf(err, errlen, "store URL parameter \"%.*s\" is unknown (memory: takes max_keys, on_full)",
-                     (int)url->params[i].key_len, url->params[i].key);
-        return SLUICE_EINVAL;
-    }
+    int64_t max_keys = cfg->value[P_MAX_KEYS];
     size_t bytes = (sizeof(memory_store) + 63) / 64 * 64;
     memory_store *m = aligned_alloc(64, bytes); /* it has 64-byte aligned members */
     if (!m) {
@@ -599,16 +602,16 @@ static int mem_open(const sluice__url *url, const sluice__store_config *cfg, slu
         return SLUICE_ENOMEM;
     }
     memset(m, 0, bytes);
-    m->max_keys = cfg->max_keys;
-    m->on_full = cfg->on_full;
+    m->max_keys = max_keys;
+    m->on_full = (sluice_on_full)cfg->value[P_ON_FULL];
     atomic_init(&m->now_ms, SLUICE_TIME_MIN_MS);
     m->policies.item_size = sizeof(registered);
     m->policies.init = registered_init;
     sluice__random_words(m->seed, sizeof m->seed / sizeof m->seed[0]);
     m->aes = sluice__aeshash_available();
     unsigned bits = 0;
-    while (bits < 6 && (cfg->max_keys >> (bits + 1)) >= SHARD_KEYS_MIN) bits++;
-    while (((uint64_t)cfg->max_keys >> bits) > ENTRY_MAX) bits++;
+    while (bits < 6 && (max_keys >> (bits + 1)) >= SHARD_KEYS_MIN) bits++;
+    while (((uint64_t)max_keys >> bits) > ENTRY_MAX) bits++;
     m->shard_bits = bits;
     size_t n = (size_t)1 << bits;
     m->shards = aligned_alloc(64, n * sizeof(shard));
@@ -616,7 +619,7 @@ static int mem_open(const sluice__url *url, const sluice__store_config *cfg, slu
     memset(m->shards, 0, n * sizeof(shard));
     for (size_t i = 0; i < n; i++) {
         shard *sh = &m->shards[i];
-        sh->cap = (uint32_t)(cfg->max_keys / (int64_t)n + ((int64_t)i < cfg->max_keys % (int64_t)n));
+        sh->cap = (uint32_t)(max_keys / (int64_t)n + ((int64_t)i < max_keys % (int64_t)n));
         sh->next_fresh_ms = INT64_MIN;
         sh->now_ms = SLUICE_TIME_MIN_MS;
         uint32_t slots = 2;
@@ -630,7 +633,7 @@ static int mem_open(const sluice__url *url, const sluice__store_config *cfg, slu
     return 0;
 nomem:
     mem_close(&m->head);
-    sluice__errf(err, errlen, "out of memory for max_keys=%lld", (long long)cfg->max_keys);
+    sluice__errf(err, errlen, "out of memory for max_keys=%lld", (long long)max_keys);
     return SLUICE_ENOMEM;
 }
 
@@ -650,7 +653,10 @@ int sluice__memory_store_holds(sluice_store *s, const sluice_policy *p, const vo
 }
 
 const sluice__store_ops sluice__memory_store = {
+    .version = SLUICE__STORE_INTERFACE,
     .scheme = "memory",
+    .params = mem_params,
+    .n_params = sizeof mem_params / sizeof mem_params[0],
     .open = mem_open,
     .acquire_at = mem_acquire_at,
     .acquire_many = mem_acquire_many,

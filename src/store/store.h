@@ -14,36 +14,68 @@
 #include <stdatomic.h>
 
 /* ---- "store/store.c": what every store shares ---- */
-#define SLUICE__URL_MAX_PARAMS 16
 
-/* A store URL taken apart: "scheme:path?k=v&k=v". Pointers into the URL. */
+/* The store interface's version: a kind found in another library
+ * (libsluice-redis) carries the one it was built with, first in its table,
+ * and is refused unless it is this one (so two libraries of different
+ * versions never misread each other's structs). */
+#define SLUICE__STORE_INTERFACE 2
+
+/* ---- URL parameters: each kind declares the ones it takes ---- */
+
+typedef enum {
+    SLUICE__PARAM_INT,    /* an integer in lo..hi */
+    SLUICE__PARAM_CHOICE, /* one of choices: its index */
+    SLUICE__PARAM_TEXT,   /* lo..hi bytes, none of refuse */
+} sluice__param_type;
+
+/* The options struct's field a parameter takes its default from (the URL
+ * overrides it). */
+typedef enum {
+    SLUICE__OPT_NONE,
+    SLUICE__OPT_MAX_KEYS,
+    SLUICE__OPT_ON_FULL,
+    SLUICE__OPT_ON_ERROR,
+    SLUICE__OPT_TIMEOUT,
+    SLUICE__OPT_CONNECT_TIMEOUT,
+    SLUICE__OPT_CALLER_CLOCK, /* a choice: 1 when the options ask for it */
+} sluice__param_opt;
+
 typedef struct {
-    char scheme[16];
-    const char *path;
+    const char *name;
+    sluice__param_type type;
+    int64_t lo, hi, def;        /* INT: range and default; CHOICE: def the index; TEXT: length range */
+    const char *const *choices; /* CHOICE: the names, NULL-terminated */
+    const char *text_def;       /* TEXT: the default */
+    const char *refuse;         /* TEXT: bytes it may not hold */
+    sluice__param_opt opt;
+} sluice__param;
+
+#define SLUICE__PARAMS_MAX 16 /* a kind's, and a URL's */
+
+/* What a kind opens a store with: its URL's path, and the value of each
+ * parameter it declares (the URL's, else the options struct's, else the
+ * default), all checked. A kind never reads the URL itself. */
+typedef struct {
+    const char *scheme;
+    const char *path; /* after "scheme:", up to '?': path_len bytes */
     size_t path_len;
-    struct {
-        const char *key, *value;
-        size_t key_len, value_len;
-    } params[SLUICE__URL_MAX_PARAMS];
-    size_t n_params;
-} sluice__url;
-
-/* Options, after the struct and then the URL have had their say. */
-typedef struct {
-    int64_t max_keys;
-    int max_keys_given; /* by the options struct or the URL */
-    sluice_on_full on_full;
+    char base[320];   /* "scheme:path" (cut short), for messages */
     const sluice_clock *clock;
-    sluice_on_error on_error;
-    int64_t connect_timeout_ms, timeout_ms;
     int must_exist, caller_clock; /* the options struct's */
+    uint32_t given;   /* bit i: parameter i was named (in the URL, or set in the options struct) */
+    int64_t value[SLUICE__PARAMS_MAX]; /* INT: the value; CHOICE: the index */
+    const char *text[SLUICE__PARAMS_MAX]; /* TEXT: text_len bytes (in the URL, or the default) */
+    size_t text_len[SLUICE__PARAMS_MAX];
 } sluice__store_config;
 
 typedef struct sluice__store_ops {
+    uint32_t version; /* SLUICE__STORE_INTERFACE: first, read before anything else */
     const char *scheme;
-    /* Opens a store of this kind; unknown URL parameters are errors. */
-    int (*open)(const sluice__url *url, const sluice__store_config *cfg, sluice_store **out,
-                char *err, size_t errlen);
+    const sluice__param *params; /* the URL parameters it takes */
+    size_t n_params;
+    /* Opens a store of this kind. */
+    int (*open)(const sluice__store_config *cfg, sluice_store **out, char *err, size_t errlen);
     /* Arguments are checked (key length, cost, reading) before this is called. */
     int (*acquire_at)(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
                       int64_t cost, int64_t now_ms, sluice_decision *out);
@@ -161,16 +193,6 @@ static inline void sluice__decision_lag(sluice_decision *d, int64_t lag_ms) {
     if (d->part_reset_ms) d->part_reset_ms += lag_ms;
     if (d->delay_ms) d->delay_ms += lag_ms;
 }
-
-/* Reads URL parameter i as an integer in lo..hi into *out, or explains. */
-SLUICE__SHARED int sluice__url_int(const sluice__url *url, size_t i, int64_t lo, int64_t hi,
-                                   int64_t *out, char *err, size_t errlen);
-/* Reads URL parameter i as one of n names ("a", "b", ...): *out gets its
- * index, or explains (naming the choices) and returns SLUICE_EINVAL. */
-SLUICE__SHARED int sluice__url_choice(const sluice__url *url, size_t i, const char *const *names,
-                                      int n, int *out, char *err, size_t errlen);
-/* Whether URL parameter i is named name. */
-SLUICE__SHARED int sluice__url_is(const sluice__url *url, size_t i, const char *name);
 
 /* The kinds built into libsluice: "store/memory.c", "store/shm/shm.c". */
 extern const sluice__store_ops sluice__memory_store;

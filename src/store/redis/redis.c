@@ -859,19 +859,39 @@ static int add_seed(redis_store *r, const char *text, size_t len, char *err, siz
     return 0;
 }
 
-static int open_common(const sluice__url *url, const sluice__store_config *cfg, sluice_store **out,
-                       char *err, size_t errlen, int cluster) {
+/* The URL parameters redis:// and redis-cluster:// take (kinds.c reads
+ * them). */
+enum { P_TIMEOUT, P_CONNECT_TIMEOUT, P_ON_ERROR, P_CLOCK, P_PREFIX, P_POOL, P_TTL_GRACE, P_VERIFY };
+static const char *const on_error_names[] = {"allow", "deny", "error", NULL}; /* sluice_on_error's order */
+static const char *const clock_names[] = {"server", "client", NULL};
+static const sluice__param redis_params[] = {
+    [P_TIMEOUT] = {"timeout_ms", SLUICE__PARAM_INT, 1, 3600000, 100, NULL, NULL, NULL, SLUICE__OPT_TIMEOUT},
+    [P_CONNECT_TIMEOUT] = {"connect_timeout_ms", SLUICE__PARAM_INT, 1, 3600000, 200, NULL, NULL, NULL,
+                           SLUICE__OPT_CONNECT_TIMEOUT},
+    [P_ON_ERROR] = {"on_error", SLUICE__PARAM_CHOICE, 0, 0, SLUICE_ON_ERROR_ALLOW, on_error_names, NULL, NULL,
+                    SLUICE__OPT_ON_ERROR},
+    [P_CLOCK] = {"clock", SLUICE__PARAM_CHOICE, 0, 0, 0, clock_names, NULL, NULL, SLUICE__OPT_CALLER_CLOCK},
+    [P_PREFIX] = {"prefix", SLUICE__PARAM_TEXT, 0, 63, 0, NULL, "sluice:", "{}", SLUICE__OPT_NONE},
+    [P_POOL] = {"pool", SLUICE__PARAM_INT, 1, POOL_MAX, POOL_DEFAULT, NULL, NULL, NULL, SLUICE__OPT_NONE},
+    [P_TTL_GRACE] = {"ttl_grace_ms", SLUICE__PARAM_INT, 0, INT64_C(1) << 40, 0, NULL, NULL, NULL, SLUICE__OPT_NONE},
+    [P_VERIFY] = {"verify", SLUICE__PARAM_INT, 0, 1, 0, NULL, NULL, NULL, SLUICE__OPT_NONE},
+};
+
+static int open_common(const sluice__store_config *cfg, sluice_store **out, char *err, size_t errlen, int cluster) {
     redis_store *r = calloc(1, sizeof *r);
     if (!r) return SLUICE_ENOMEM;
     r->cluster = cluster;
-    r->on_error = cfg->on_error;
-    r->connect_timeout_ms = cfg->connect_timeout_ms;
-    r->timeout_ms = cfg->timeout_ms;
-    r->pool = POOL_DEFAULT;
-    r->ttl_grace_ms = -1;
-    r->client_clock = cfg->caller_clock; /* the URL's clock= says otherwise */
+    r->on_error = (sluice_on_error)cfg->value[P_ON_ERROR];
+    r->connect_timeout_ms = cfg->value[P_CONNECT_TIMEOUT];
+    r->timeout_ms = cfg->value[P_TIMEOUT];
+    r->pool = (int)cfg->value[P_POOL];
+    r->verify = (int)cfg->value[P_VERIFY];
+    r->client_clock = (int)cfg->value[P_CLOCK];
+    /* 60 s of grace with the client's clock, none with the server's */
+    r->ttl_grace_ms = (cfg->given >> P_TTL_GRACE) & 1 ? cfg->value[P_TTL_GRACE] : r->client_clock ? 60000 : 0;
+    memcpy(r->prefix, cfg->text[P_PREFIX], cfg->text_len[P_PREFIX]);
+    r->prefix[cfg->text_len[P_PREFIX]] = 0;
     atomic_init(&r->now_ms, -CLIENT_TIME_MAX_MS); /* no reading yet: the lowest */
-    strcpy(r->prefix, "sluice:");
     pthread_mutex_init(&r->nodes_mu, NULL);
     r->policies.item_size = sizeof(rpolicy);
     r->policies.init = rpolicy_init;
@@ -879,11 +899,11 @@ static int open_common(const sluice__url *url, const sluice__store_config *cfg, 
     sluice__sha1_hex(sluice__redis_decide_lua, strlen(sluice__redis_decide_lua), r->sha);
     int rc = 0;
     /* //HOST:PORT[,HOST:PORT...][/DB] */
-    const char *path = url->path;
-    size_t plen = url->path_len;
+    const char *path = cfg->path;
+    size_t plen = cfg->path_len;
     if (plen < 2 || path[0] != '/' || path[1] != '/') {
-        sluice__errf(err, errlen, "store URL %s:%.*s: expected %s://HOST:PORT%s", url->scheme, (int)plen, path,
-                     url->scheme, cluster ? "[,HOST:PORT...]" : "[/DB]");
+        sluice__errf(err, errlen, "%s: expected %s://HOST:PORT%s", cfg->base, cfg->scheme,
+                     cluster ? "[,HOST:PORT...]" : "[/DB]");
         rc = SLUICE_EINVAL;
         goto fail;
     }
@@ -923,49 +943,7 @@ static int open_common(const sluice__url *url, const sluice__store_config *cfg, 
         sluice__errf(err, errlen, "store URL names no host");
         rc = SLUICE_EINVAL;
     }
-    for (size_t i = 0; i < url->n_params && rc == 0; i++) {
-        int64_t v;
-        const char *val = url->params[i].value;
-        size_t vlen = url->params[i].value_len;
-        if (url->params[i].key_len == 0) { /* handled by store.c: the common ones */
-            const char *name = url->params[i].key;
-            if (!strncmp(name, "max_keys=", 9) || !strncmp(name, "on_full=", 8)) {
-                sluice__errf(err, errlen, "store URL parameter \"%.*s\" is the memory store's: a Redis "
-                             "store's size is the server's (maxmemory)", (int)strcspn(name, "="), name);
-                rc = SLUICE_EINVAL;
-            }
-            continue;
-        }
-        if (sluice__url_is(url, i, "pool")) {
-            rc = sluice__url_int(url, i, 1, POOL_MAX, &v, err, errlen);
-            r->pool = (int)v;
-        } else if (sluice__url_is(url, i, "verify")) {
-            rc = sluice__url_int(url, i, 0, 1, &v, err, errlen);
-            r->verify = (int)v;
-        } else if (sluice__url_is(url, i, "ttl_grace_ms")) {
-            rc = sluice__url_int(url, i, 0, INT64_C(1) << 40, &v, err, errlen);
-            r->ttl_grace_ms = v;
-        } else if (sluice__url_is(url, i, "clock")) {
-            static const char *const names[] = {"server", "client"};
-            rc = sluice__url_choice(url, i, names, 2, &r->client_clock, err, errlen);
-        } else if (sluice__url_is(url, i, "prefix")) {
-            if (vlen >= sizeof r->prefix || memchr(val, '{', vlen) || memchr(val, '}', vlen)) {
-                sluice__errf(err, errlen, "store URL parameter prefix: at most %zu bytes, no braces",
-                             sizeof r->prefix - 1);
-                rc = SLUICE_EINVAL;
-            } else {
-                memcpy(r->prefix, val, vlen);
-                r->prefix[vlen] = 0;
-            }
-        } else {
-            sluice__errf(err, errlen, "store URL parameter \"%.*s\" is unknown (%s:// takes timeout_ms, "
-                         "connect_timeout_ms, on_error, clock, prefix, pool, ttl_grace_ms, verify)",
-                         (int)url->params[i].key_len, url->params[i].key, url->scheme);
-            rc = SLUICE_EINVAL;
-        }
-    }
     if (rc) goto fail;
-    if (r->ttl_grace_ms < 0) r->ttl_grace_ms = r->client_clock ? 60000 : 0;
     if (cluster) {
         char why[256];
         if (refresh_slots(r, NO_DEADLINE, why, sizeof why) != 0) {
@@ -982,19 +960,20 @@ fail:
     return rc;
 }
 
-static int redis_open(const sluice__url *url, const sluice__store_config *cfg, sluice_store **out,
-                      char *err, size_t errlen) {
-    return open_common(url, cfg, out, err, errlen, 0);
+static int redis_open(const sluice__store_config *cfg, sluice_store **out, char *err, size_t errlen) {
+    return open_common(cfg, out, err, errlen, 0);
 }
 
-static int cluster_open(const sluice__url *url, const sluice__store_config *cfg, sluice_store **out,
-                        char *err, size_t errlen) {
-    return open_common(url, cfg, out, err, errlen, 1);
+static int cluster_open(const sluice__store_config *cfg, sluice_store **out, char *err, size_t errlen) {
+    return open_common(cfg, out, err, errlen, 1);
 }
 
 /* Found by store.c through weak references: exported, though internal. */
 __attribute__((visibility("default"))) const sluice__store_ops sluice_redis_store = {
+    .version = SLUICE__STORE_INTERFACE,
     .scheme = "redis",
+    .params = redis_params,
+    .n_params = sizeof redis_params / sizeof redis_params[0],
     .open = redis_open,
     .acquire_at = redis_acquire_at,
     .stats = redis_stats,
@@ -1003,7 +982,10 @@ __attribute__((visibility("default"))) const sluice__store_ops sluice_redis_stor
 };
 
 __attribute__((visibility("default"))) const sluice__store_ops sluice_redis_cluster_store = {
+    .version = SLUICE__STORE_INTERFACE,
     .scheme = "redis-cluster",
+    .params = redis_params,
+    .n_params = sizeof redis_params / sizeof redis_params[0],
     .open = cluster_open,
     .acquire_at = redis_acquire_at,
     .stats = redis_stats,

@@ -64,39 +64,41 @@ int sluice__shm_allocate(shm_store *m, uint64_t off, uint64_t len) {
     return -1;
 }
 
-/* The URL's own parameters (max_keys and on_full come in cfg). */
+/* The URL parameters shm: takes (kinds.c reads them). */
+enum { P_MAX_KEYS, P_ON_FULL, P_KEY_BYTES, P_STATE_BYTES, P_OVERFLOW_BYTES };
+static const char *const on_full_names[] = {"evict", "refuse", NULL}; /* in sluice_on_full's order */
+const sluice__param sluice__shm_params[SHM_N_PARAMS] = {
+    [P_MAX_KEYS] = {"max_keys", SLUICE__PARAM_INT, 1, SLUICE_MAX_KEYS_MAX, SHM_MAX_KEYS_DEFAULT, NULL, NULL, NULL,
+                    SLUICE__OPT_MAX_KEYS},
+    [P_ON_FULL] = {"on_full", SLUICE__PARAM_CHOICE, 0, 0, SLUICE_ON_FULL_EVICT, on_full_names, NULL, NULL,
+                   SLUICE__OPT_ON_FULL},
+    [P_KEY_BYTES] = {"key_bytes", SLUICE__PARAM_INT, 1, SLUICE_KEY_MAX, SHM_KEY_BYTES_DEFAULT, NULL, NULL, NULL,
+                     SLUICE__OPT_NONE},
+    [P_STATE_BYTES] = {"state_bytes", SLUICE__PARAM_INT, 16, 1 << 20, SHM_STATE_BYTES_DEFAULT, NULL, NULL, NULL,
+                       SLUICE__OPT_NONE},
+    [P_OVERFLOW_BYTES] = {"overflow_bytes", SLUICE__PARAM_INT, 0, SHM_OVERFLOW_BYTES_MAX, SHM_OVERFLOW_BYTES_DEFAULT,
+                          NULL, NULL, NULL, SLUICE__OPT_NONE},
+};
+_Static_assert(P_OVERFLOW_BYTES + 1 == SHM_N_PARAMS, "every parameter declared");
+
+/* The geometry the open asks for (what it names, else the defaults). */
 typedef struct {
-    int64_t key_bytes, state_bytes, overflow_bytes;
-    int key_bytes_given, state_bytes_given, overflow_bytes_given;
+    int64_t max_keys, key_bytes, state_bytes, overflow_bytes;
+    int max_keys_given, key_bytes_given, state_bytes_given, overflow_bytes_given;
 } shm_params;
 
-static int read_params(const sluice__url *url, shm_params *sp, char *err, size_t errlen) {
-    memset(sp, 0, sizeof *sp);
-    sp->key_bytes = SHM_KEY_BYTES_DEFAULT;
-    sp->state_bytes = SHM_STATE_BYTES_DEFAULT;
-    sp->overflow_bytes = SHM_OVERFLOW_BYTES_DEFAULT;
-    for (size_t i = 0; i < url->n_params; i++) {
-        int rc = 0;
-        if (url->params[i].key_len == 0) continue; /* handled by store.c */
-        if (sluice__url_is(url, i, "key_bytes"))
-            rc = sluice__url_int(url, i, 1, SLUICE_KEY_MAX, &sp->key_bytes, err, errlen), sp->key_bytes_given = 1;
-        else if (sluice__url_is(url, i, "state_bytes"))
-            rc = sluice__url_int(url, i, 16, 1 << 20, &sp->state_bytes, err, errlen), sp->state_bytes_given = 1;
-        else if (sluice__url_is(url, i, "overflow_bytes"))
-            rc = sluice__url_int(url, i, 0, SHM_OVERFLOW_BYTES_MAX, &sp->overflow_bytes, err, errlen),
-            sp->overflow_bytes_given = 1;
-        else {
-            sluice__errf(err, errlen, "store URL parameter \"%.*s\" is unknown (shm: takes max_keys, on_full, "
-                         "key_bytes, state_bytes, overflow_bytes)", (int)url->params[i].key_len, url->params[i].key);
-            rc = SLUICE_EINVAL;
-        }
-        if (rc) return rc;
-    }
+static void read_params(const sluice__store_config *cfg, shm_params *sp) {
+    sp->max_keys = cfg->value[P_MAX_KEYS];
+    sp->key_bytes = cfg->value[P_KEY_BYTES];
+    sp->state_bytes = (int64_t)shm_align((uint64_t)cfg->value[P_STATE_BYTES], 16);
+    sp->overflow_bytes = cfg->value[P_OVERFLOW_BYTES];
+    sp->max_keys_given = (cfg->given >> P_MAX_KEYS) & 1;
+    sp->key_bytes_given = (cfg->given >> P_KEY_BYTES) & 1;
+    sp->state_bytes_given = (cfg->given >> P_STATE_BYTES) & 1;
+    sp->overflow_bytes_given = (cfg->given >> P_OVERFLOW_BYTES) & 1;
     /* an area holds its head and a block at least; whole pages */
     if (sp->overflow_bytes) sp->overflow_bytes = (int64_t)shm_align((uint64_t)sp->overflow_bytes, 4096);
     if (sp->overflow_bytes && sp->overflow_bytes < SHM_OVERFLOW_HEAD + 4096) sp->overflow_bytes = SHM_OVERFLOW_HEAD + 4096;
-    sp->state_bytes = (int64_t)shm_align((uint64_t)sp->state_bytes, 16);
-    return 0;
 }
 
 /* Opens path as step 1 above says: the descriptor, or -1 with err. */
@@ -270,25 +272,24 @@ void sluice__shm_close(sluice_store *s) {
     free(m);
 }
 
-int sluice__shm_open(const sluice__url *url, const sluice__store_config *cfg, sluice_store **out, char *err,
-                     size_t errlen) {
+int sluice__shm_open(const sluice__store_config *cfg, sluice_store **out, char *err, size_t errlen) {
     shm_params want;
-    if (url->path_len == 0 || url->path_len >= sizeof((shm_store *)0)->path) {
+    if (cfg->path_len == 0 || cfg->path_len >= sizeof((shm_store *)0)->path) {
         sluice__errf(err, errlen, "store URL shm:PATH needs a file path");
         return SLUICE_EINVAL;
     }
-    int rc = read_params(url, &want, err, errlen);
-    if (rc) return rc;
-    int64_t max_keys = cfg->max_keys_given ? cfg->max_keys : SHM_MAX_KEYS_DEFAULT;
-    int explicit_geometry = cfg->max_keys_given || want.key_bytes_given || want.state_bytes_given ||
+    read_params(cfg, &want);
+    int64_t max_keys = want.max_keys;
+    int explicit_geometry = want.max_keys_given || want.key_bytes_given || want.state_bytes_given ||
                             want.overflow_bytes_given;
+    int rc;
     shm_store *m = calloc(1, sizeof *m);
     if (!m) {
         sluice__errf(err, errlen, "shm: out of memory");
         return SLUICE_ENOMEM;
     }
     m->fd = -1;
-    memcpy(m->path, url->path, url->path_len);
+    memcpy(m->path, cfg->path, cfg->path_len);
     const char *path = m->path;
     if (!shm_cas16_lock_free()) {
         sluice__errf(err, errlen, "shm:%s: this CPU has no 16-byte compare-and-swap instruction, which "
@@ -344,7 +345,7 @@ int sluice__shm_open(const sluice__url *url, const sluice__store_config *cfg, sl
             goto unlock;
         }
         shm_geometry asked;
-        shm_geometry_of(&asked, cfg->max_keys_given ? (uint64_t)max_keys : h.buckets * h.slots_per_bucket,
+        shm_geometry_of(&asked, want.max_keys_given ? (uint64_t)max_keys : h.buckets * h.slots_per_bucket,
                         want.key_bytes_given ? (uint32_t)want.key_bytes : h.key_bytes,
                         want.state_bytes_given ? (uint32_t)want.state_bytes : h.state_bytes,
                         want.overflow_bytes_given ? (uint64_t)want.overflow_bytes : h.overflow_bytes);
@@ -379,7 +380,7 @@ int sluice__shm_open(const sluice__url *url, const sluice__store_config *cfg, sl
     }
     m->heads = m->map + m->g.heads_off;
     m->slots = m->map + m->g.slots_off;
-    m->on_full = cfg->on_full;
+    m->on_full = (sluice_on_full)cfg->value[P_ON_FULL];
     m->aes = m->hdr->hash_kind == SHM_HASH_AES;
     sluice__shm_counters_take(m);
     rc = 0;

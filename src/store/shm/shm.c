@@ -980,7 +980,10 @@ void sluice__shm_store_collide(sluice_store *s) {
 }
 
 const sluice__store_ops sluice__shm_store = {
+    .version = SLUICE__STORE_INTERFACE,
     .scheme = "shm",
+    .params = sluice__shm_params,
+    .n_params = SHM_N_PARAMS,
     .open = sluice__shm_open,
     .acquire_at = shm_acquire_at,
     .acquire_many = shm_acquire_many,

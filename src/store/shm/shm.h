@@ -129,8 +129,9 @@ void sluice__shm_block_release(shm_store *m, uint64_t reserved, unsigned k);
 shm_pair *sluice__shm_block_words(const shm_store *m, shm_slot *sl, unsigned k);
 
 /* ---- "open.c" ---- */
-int sluice__shm_open(const sluice__url *url, const sluice__store_config *cfg, sluice_store **out, char *err,
-                     size_t errlen);
+#define SHM_N_PARAMS 5
+extern const sluice__param sluice__shm_params[SHM_N_PARAMS]; /* the URL parameters it takes */
+int sluice__shm_open(const sluice__store_config *cfg, sluice_store **out, char *err, size_t errlen);
 void sluice__shm_close(sluice_store *s);
 /* Asks the filesystem for the pages of [off, off + len): 0, or -1 with
  * the store's message (the filesystem is full). */
