@@ -8,6 +8,7 @@
  * use; bounded memory under ten million distinct keys; bad input. */
 #include "check.h"
 #include "store_util.h"
+#include "trace.h"
 #include "internal.h"
 
 #include <pthread.h>
@@ -369,25 +370,12 @@ static long run_trace(uint64_t seed, const char *url, int evict, long steps, int
     int64_t now = check_range_(&rs, -1000000, 1000000), high = now;
     long explained = 0, failures = 0;
     for (long step = 0; step < steps && failures == 0; step++) {
-        /* time: mostly small steps, sometimes an idle gap, sometimes back */
-        int64_t roll = check_range_(&rs, 0, 99);
-        if (roll < 60) now += check_range_(&rs, 0, 3);
-        else if (roll < 90) now += check_range_(&rs, 0, 40);
-        else if (roll < 95) now += check_range_(&rs, 0, 100000);
-        else if (roll < 97) now += check_range_(&rs, 0, INT64_C(1) << 40);
-        else now -= check_range_(&rs, 0, 50); /* the store's time stands still */
-        if (now > SLUICE_TIME_MAX_MS / 2) now = SLUICE_TIME_MAX_MS / 2;
+        trace_step st;
+        trace_draw(&rs, &now, SLUICE_TIME_MAX_MS / 2, pol, N_SPECS, N_KEYS, &st);
         /* the store's time: the highest reading of a call that succeeded */
         int64_t eff = now > high ? now : high;
-        size_t sp = (size_t)check_range_(&rs, 0, N_SPECS - 1);
-        /* few keys are hot, many are rare */
-        size_t key = (size_t)(check_range_(&rs, 0, 3) == 0 ? check_range_(&rs, 0, N_KEYS - 1)
-                                                           : check_range_(&rs, 0, 3));
-        int64_t limit = SLUICE_LIMIT_MAX;
-        for (size_t i = 0; i < pol[sp]->n_parts; i++)
-            if (pol[sp]->parts[i].limit < limit) limit = pol[sp]->parts[i].limit;
-        int64_t cost = check_range_(&rs, 0, 9) < 7 ? 1 : check_range_(&rs, 1, limit < 4 ? limit : 4);
-        if (check_range_(&rs, 0, 99) == 0) cost = limit + 1; /* a bad cost */
+        size_t sp = st.spec, key = st.key;
+        int64_t cost = st.cost;
         char kb[8];
         int kn = snprintf(kb, sizeof kb, "k%zu", key);
         /* a key the store no longer holds must have been fresh (forgotten,

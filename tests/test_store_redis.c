@@ -32,6 +32,7 @@
 #define _GNU_SOURCE /* pthread_timedjoin_np */
 #include "check.h"
 #include "store_util.h"
+#include "trace.h"
 #include "internal.h"
 #include "redis_server.h"
 
@@ -305,28 +306,11 @@ static int both(trace *t, const sluice_policy *p, const void *key, size_t key_le
  * steps; sometimes rare keys, costs up to (and past) the least limit, idle
  * gaps of days or decades, readings that go back. Time stays in +-2^50. */
 static void random_step(trace *t, size_t only_spec) {
-    uint64_t *rs = &t->rs;
-    int64_t roll = check_range_(rs, 0, 99);
-    if (roll < 60) t->now += check_range_(rs, 0, 3);
-    else if (roll < 88) t->now += check_range_(rs, 0, 40);
-    else if (roll < 94) t->now += check_range_(rs, 0, 100000);
-    else if (roll < 95) t->now += check_range_(rs, 0, INT64_C(4) << 30);
-    else if (roll < 96) t->now += check_range_(rs, 0, INT64_C(1) << 40);
-    else t->now -= check_range_(rs, 0, 50); /* the store's time stands still */
-    if (t->now > T_EDGE) t->now = T_EDGE;
-    if (t->now < -T_EDGE) t->now = -T_EDGE;
-    size_t sp = only_spec < N_SPECS ? only_spec : (size_t)check_range_(rs, 0, N_SPECS - 1);
-    size_t k = (size_t)(check_range_(rs, 0, 3) == 0 ? check_range_(rs, 0, N_TRACE_KEYS - 1) : check_range_(rs, 0, 3));
-    int64_t limit = least_limit(t->pol[sp]);
-    int64_t c = check_range_(rs, 0, 199), cost;
-    if (c < 140) cost = 1;
-    else if (c < 180) cost = check_range_(rs, 1, limit < 4 ? limit : 4);
-    else if (c < 194) cost = check_range_(rs, 1, limit);
-    else if (c < 197) cost = limit;
-    else if (c < 198) cost = limit + 1; /* SLUICE_ECOST */
-    else if (c < 199) cost = 0;         /* SLUICE_ECOST */
-    else cost = -check_range_(rs, 1, 5);
-    both(t, t->pol[sp], trace_keys[k].b, trace_keys[k].n, cost, t->now);
+    trace_step st;
+    int one = only_spec < N_SPECS; /* that policy alone */
+    trace_draw(&t->rs, &t->now, T_EDGE, one ? &t->pol[only_spec] : t->pol, one ? 1 : N_SPECS, N_TRACE_KEYS, &st);
+    size_t sp = one ? only_spec : st.spec;
+    both(t, t->pol[sp], trace_keys[st.key].b, trace_keys[st.key].n, st.cost, t->now);
 }
 
 /* The per-step hook of a run (faults, migrations), or NULL. */

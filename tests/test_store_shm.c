@@ -22,6 +22,7 @@
  *  reboot        another boot id in the header: the file starts fresh.
  *  stats         reads counters, never a slot. */
 #include "shm_test.h"
+#include "trace.h"
 
 /* ---- basics ---- */
 
@@ -168,31 +169,6 @@ static void make_keys(void) {
     }
 }
 
-/* One step of a trace, drawn as test_store_memory.c draws them. */
-typedef struct {
-    int64_t now;
-    size_t sp, key;
-    int64_t cost;
-} step_t;
-
-static void draw_step(uint64_t *rs, sluice_policy *const *pol, int64_t *now, step_t *st) {
-    int64_t roll = check_range_(rs, 0, 99);
-    if (roll < 60) *now += check_range_(rs, 0, 3);
-    else if (roll < 90) *now += check_range_(rs, 0, 40);
-    else if (roll < 95) *now += check_range_(rs, 0, 100000);
-    else if (roll < 97) *now += check_range_(rs, 0, INT64_C(1) << 40);
-    else *now -= check_range_(rs, 0, 50); /* the store's time stands still */
-    if (*now > SLUICE_TIME_MAX_MS / 2) *now = SLUICE_TIME_MAX_MS / 2;
-    st->now = *now;
-    st->sp = (size_t)check_range_(rs, 0, N_SPECS - 1);
-    st->key = (size_t)(check_range_(rs, 0, 3) == 0 ? check_range_(rs, 0, N_KEYS - 1) : check_range_(rs, 0, 3));
-    int64_t limit = SLUICE_LIMIT_MAX;
-    for (size_t i = 0; i < pol[st->sp]->n_parts; i++)
-        if (pol[st->sp]->parts[i].limit < limit) limit = pol[st->sp]->parts[i].limit;
-    st->cost = check_range_(rs, 0, 9) < 7 ? 1 : check_range_(rs, 1, limit < 4 ? limit : 4);
-    if (check_range_(rs, 0, 99) == 0) st->cost = limit + 1; /* a bad cost */
-}
-
 typedef struct {
     sluice_policy *pol[N_SPECS];
     sluice_limiter *ref[N_SPECS][N_KEYS];
@@ -223,8 +199,8 @@ static long conformance(uint64_t seed, long steps, const char *shm_u, const char
     int64_t now = check_range_(&rs, -1000000, 1000000), high = INT64_MIN;
     long failures = 0;
     for (long step = 0; step < steps && failures < 5; step++) {
-        step_t t;
-        draw_step(&rs, r.pol, &now, &t);
+        trace_step t;
+        trace_draw(&rs, &now, SLUICE_TIME_MAX_MS / 2, r.pol, N_SPECS, N_KEYS, &t);
         int64_t eff = t.now > high ? t.now : high;
         if (mode == 2 && step > 0 && step % (steps / 4 + 1) == 0) {
             sluice_store_close(shm);
@@ -233,20 +209,20 @@ static long conformance(uint64_t seed, long steps, const char *shm_u, const char
         }
         sluice_store *h = mode == 1 && (step & 1) ? shm2 : shm;
         sluice_decision got, gm, want;
-        int rc = sluice_store_acquire_at(h, r.pol[t.sp], key_buf[t.key], key_len[t.key], t.cost, t.now, &got);
-        int rc_m = sluice_store_acquire_at(mem, r.pol[t.sp], key_buf[t.key], key_len[t.key], t.cost, t.now, &gm);
-        int rc_r = sluice_acquire_at(r.ref[t.sp][t.key], t.cost, eff, &want);
+        int rc = sluice_store_acquire_at(h, r.pol[t.spec], key_buf[t.key], key_len[t.key], t.cost, t.now, &got);
+        int rc_m = sluice_store_acquire_at(mem, r.pol[t.spec], key_buf[t.key], key_len[t.key], t.cost, t.now, &gm);
+        int rc_r = sluice_acquire_at(r.ref[t.spec][t.key], t.cost, eff, &want);
         expect_lag(&want, eff - t.now); /* waits count from the reading */
         if (rc == 0 && got.allowed) high = eff; /* store time: the highest admitted at */
         if (rc != rc_m || rc != rc_r) {
             fprintf(stderr, "seed %llu step %ld: %s key %zu: rc shm %d (%s), memory %d, reference %d\n",
-                    (unsigned long long)seed, step, specs[t.sp], t.key, rc, sluice_store_errmsg(h), rc_m, rc_r);
+                    (unsigned long long)seed, step, specs[t.spec], t.key, rc, sluice_store_errmsg(h), rc_m, rc_r);
             failures++;
             continue;
         }
         if (rc == 0 && (!same(&got, &gm) || !same(&got, &want))) {
             fprintf(stderr, "seed %llu step %ld: %s key %zu cost %lld at %lld (store time %lld)\n",
-                    (unsigned long long)seed, step, specs[t.sp], t.key, (long long)t.cost,
+                    (unsigned long long)seed, step, specs[t.spec], t.key, (long long)t.cost,
                     (long long)t.now, (long long)eff);
             print_decision("shm", &got);
             print_decision("memory", &gm);
@@ -376,34 +352,34 @@ TEST(lossless_forgetting_one_bucket) {
     int64_t now = 0, high = INT64_MIN;
     long failures = 0, redirected = 0;
     for (long step = 0; step < steps && failures < 5; step++) {
-        step_t t;
-        draw_step(&rs, r.pol, &now, &t);
+        trace_step t;
+        trace_draw(&rs, &now, SLUICE_TIME_MAX_MS / 2, r.pol, N_SPECS, N_KEYS, &t);
         int64_t eff = t.now > high ? t.now : high;
         size_t nf = 0;
         for (size_t i = 0; i < N_SPECS; i++)
             for (size_t k = 0; k < N_KEYS; k++) nf += fresh_at[i][k] > eff;
-        if (fresh_at[t.sp][t.key] <= eff && nf >= 16) { /* no room: use a held pair */
+        if (fresh_at[t.spec][t.key] <= eff && nf >= 16) { /* no room: use a held pair */
             size_t j = (size_t)check_range_(&rs, 0, (int64_t)nf - 1);
             for (size_t i = 0; i < N_SPECS; i++)
                 for (size_t k = 0; k < N_KEYS; k++)
-                    if (fresh_at[i][k] > eff && j-- == 0) t.sp = i, t.key = k;
+                    if (fresh_at[i][k] > eff && j-- == 0) t.spec = i, t.key = k;
             if (t.cost > 1) t.cost = 1; /* valid for every policy */
             redirected++;
         }
         sluice_decision got, want;
-        int rc = sluice_store_acquire_at(s, r.pol[t.sp], key_buf[t.key], key_len[t.key], t.cost, t.now, &got);
-        int rc_r = sluice_acquire_at(r.ref[t.sp][t.key], t.cost, eff, &want);
-        if (rc_r == 0 && want.allowed) fresh_at[t.sp][t.key] = eff + want.reset_ms;
+        int rc = sluice_store_acquire_at(s, r.pol[t.spec], key_buf[t.key], key_len[t.key], t.cost, t.now, &got);
+        int rc_r = sluice_acquire_at(r.ref[t.spec][t.key], t.cost, eff, &want);
+        if (rc_r == 0 && want.allowed) fresh_at[t.spec][t.key] = eff + want.reset_ms;
         expect_lag(&want, eff - t.now); /* waits count from the reading */
         if (rc == 0 && got.allowed) high = eff; /* store time: the highest admitted at */
         if (rc != rc_r) {
-            fprintf(stderr, "step %ld: %s key %zu: rc %d (%s), reference %d\n", step, specs[t.sp], t.key,
+            fprintf(stderr, "step %ld: %s key %zu: rc %d (%s), reference %d\n", step, specs[t.spec], t.key,
                     rc, sluice_store_errmsg(s), rc_r);
             failures++;
             continue;
         }
         if (rc == 0 && !same(&got, &want)) {
-            fprintf(stderr, "step %ld: %s key %zu cost %lld at %lld (store time %lld)\n", step, specs[t.sp],
+            fprintf(stderr, "step %ld: %s key %zu cost %lld at %lld (store time %lld)\n", step, specs[t.spec],
                     t.key, (long long)t.cost, (long long)t.now, (long long)eff);
             print_decision("shm", &got);
             print_decision("reference", &want);
