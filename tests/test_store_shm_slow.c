@@ -1136,6 +1136,34 @@ TEST(evictions_stops_and_kills_stay_sane) {
 
 /* ---- another user, a full filesystem, damage ---- */
 
+/* A child that holds an flock on path until it is killed: as uid 65534,
+ * creating path 0666 for all (as_nobody), or as we are, opening it. Its
+ * pid once it holds the lock, or -1. */
+static pid_t flock_holder(const char *path, int as_nobody) {
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        if (as_nobody && (setgid(65534) != 0 || setuid(65534) != 0)) _exit(1);
+        umask(0);
+        int fd = as_nobody ? open(path, O_RDWR | O_CREAT | O_EXCL, 0666) : open(path, O_RDWR);
+        if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(2);
+        write_all(fds[1], "x", 1);
+        for (;;) pause();
+    }
+    close(fds[1]);
+    char c;
+    int held = pid > 0 && read_all(fds[0], &c, 1) == 0;
+    close(fds[0]);
+    if (!held && pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    return held ? pid : -1;
+}
+
 /* BUG: another user pre-created the file (0666) and held an flock on it:
  * the open blocked forever on the set-up lock before it checked the file's
  * owner. Ownership and mode come first: refused at once, no lock taken. */
@@ -1150,23 +1178,8 @@ TEST(another_users_locked_file_is_refused_at_once) {
     REQUIRE(mkdtemp(dir) != NULL);
     REQUIRE(chmod(dir, 01777) == 0);
     snprintf(path, sizeof path, "%s/taken.shm", dir);
-    int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    fflush(NULL);
-    pid_t other = fork();
-    if (other == 0) { /* nobody: the file, open to all, locked */
-        close(fds[0]);
-        if (setgid(65534) != 0 || setuid(65534) != 0) _exit(1);
-        umask(0);
-        int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0666);
-        if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(2);
-        write_all(fds[1], "x", 1);
-        for (;;) pause();
-    }
-    close(fds[1]);
-    char c;
-    REQUIRE(read_all(fds[0], &c, 1) == 0);
-    close(fds[0]);
+    pid_t other = flock_holder(path, 1); /* nobody: the file, open to all, locked */
+    REQUIRE(other > 0);
     char url[400];
     shm_url(url, sizeof url, path, "");
     open_report rep;
@@ -1195,21 +1208,8 @@ TEST(set_up_lock_wait_is_bounded) {
     tmp_path(path, sizeof path, "held.shm");
     make_valid(path);
     shm_url(url, sizeof url, path, "");
-    int fds[2];
-    REQUIRE(pipe(fds) == 0);
-    fflush(NULL);
-    pid_t holder = fork();
-    if (holder == 0) {
-        close(fds[0]);
-        int fd = open(path, O_RDWR);
-        if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(1);
-        write_all(fds[1], "x", 1);
-        for (;;) pause();
-    }
-    close(fds[1]);
-    char c;
-    REQUIRE(read_all(fds[0], &c, 1) == 0);
-    close(fds[0]);
+    pid_t holder = flock_holder(path, 0);
+    REQUIRE(holder > 0);
     open_report rep;
     int64_t t0 = mono_ms();
     int sig = open_in_child(url, &rep);

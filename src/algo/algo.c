@@ -27,3 +27,11 @@ void sluice__window_quota(const sluice_config *c, uint64_t most, uint64_t *q, ui
     if (*w_s < 1) *w_s = 1;
     if (*w_s > most) *w_s = most;
 }
+
+int sluice__window_word_is_fresh(const sluice__algo *a, int64_t unit, uint64_t w, int64_t epoch_ms, int64_t now_ms) {
+    if (unit < 1 || unit > SLUICE_PERIOD_MAX_MS) return -1;
+    sluice__state s;
+    sluice__params p = {.window_ms = unit}; /* a window's is_fresh reads the window only */
+    a->word_state(unit, w, epoch_ms, &s);
+    return a->is_fresh(&p, &s, now_ms);
+}

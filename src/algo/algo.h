@@ -282,6 +282,9 @@ extern const sluice__algo sluice__sliding_log;
 /* ---- "algo/algo.c": the descriptors by id, and what the windows share ---- */
 /* q = L per ceil(W / 1000) seconds. */
 void sluice__window_quota(const sluice_config *c, uint64_t most, uint64_t *q, uint64_t *w_s);
+/* A window's word_is_fresh: its word's state (a's word_state), fresh by
+ * a's is_fresh, the unit being the window. */
+int sluice__window_word_is_fresh(const sluice__algo *a, int64_t unit, uint64_t w, int64_t epoch_ms, int64_t now_ms);
 
 /* The descriptor of algorithm a (NULL when a is none), and every one in
  * turn (a: NULL for the first; NULL after the last): algo/algo.c. */

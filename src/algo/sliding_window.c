@@ -158,11 +158,7 @@ static int sw_word_decide(const sluice__params *p, uint64_t w, int64_t epoch_ms,
 }
 
 static int sw_word_is_fresh(int64_t unit, uint64_t w, int64_t epoch_ms, int64_t now_ms) {
-    if (unit < 1 || unit > SLUICE_PERIOD_MAX_MS) return -1;
-    sluice__state s;
-    sluice__params p = {.window_ms = unit}; /* is_fresh reads the window only */
-    sw_word_state(unit, w, epoch_ms, &s);
-    return sw_is_fresh(&p, &s, now_ms);
+    return sluice__window_word_is_fresh(&sluice__sliding_window, unit, w, epoch_ms, now_ms);
 }
 
 /* L * W: the admission test cross-multiplies, prev*(W-e) + (cur+n)*W <= L*W,
