@@ -200,10 +200,19 @@ SLUICE_EXTERN int sluice_config_format(const sluice_config *c, char *buf, size_t
  *  enforced       true, except when a remote store could not decide: with
  *                 on_error=allow (its default) the request is admitted
  *                 without being counted, with on_error=deny it is denied
- *                 with retry_after_ms 100; every other field is then 0. */
+ *                 with retry_after_ms 100; every other field is then 0.
+ *  shadow_denied  true when a shadow part of the policy would have denied
+ *                 the request (it was decided, and counted nothing). The
+ *                 other fields come from the enforced parts alone; a
+ *                 policy of shadow parts only admits every request, with
+ *                 remaining SLUICE_LIMIT_MAX and limit, part, retry, reset
+ *                 and delay 0.
+ * A peek, or the decision after a refund or reset, is filled alike (see
+ * sluice_peek). */
 typedef struct {
     bool allowed;
     bool enforced;
+    bool shadow_denied;
     int32_t part;
     int64_t remaining, retry_after_ms, reset_ms, delay_ms, limit;
     int64_t part_reset_ms;
@@ -225,7 +234,16 @@ typedef struct sluice_policy sluice_policy;
  * SLUICE_EINVAL (bad name, count or configuration), SLUICE_ENOMEM. */
 SLUICE_EXTERN int sluice_policy_new(const char *name, const sluice_config *parts, size_t n_parts,
                                     sluice_policy **out);
-/* Parses "config; config; ..." (see sluice_config_parse). Errors as
+/* The same, with shadow parts: shadow[i] true makes part i a shadow part
+ * (shadow may be NULL: none). A shadow part is decided as if enforced, and
+ * counts what it would itself admit of an admitted request, but never
+ * denies: a decision it would have denied says so in shadow_denied. A
+ * trial of a limit in production, beside the one enforced. */
+SLUICE_EXTERN int sluice_policy_new_shadow(const char *name, const sluice_config *parts, const bool *shadow,
+                                           size_t n_parts, sluice_policy **out);
+/* Parses "config; config; ..." (see sluice_config_parse); a part that
+ * starts with "shadow" is a shadow part ("token-bucket capacity=10
+ * rate=10/s; shadow fixed-window limit=100 window=1m"). Errors as
  * sluice_config_parse, with the position counted from the start of text;
  * also SLUICE_EINVAL for a bad name (the message names the byte) and
  * SLUICE_ENOMEM. */
@@ -235,11 +253,14 @@ SLUICE_EXTERN int sluice_policy_parse(const char *name, const char *text, sluice
 SLUICE_EXTERN int sluice_policy_format(const sluice_policy *p, char *buf, size_t len);
 SLUICE_EXTERN const char *sluice_policy_name(const sluice_policy *p);
 SLUICE_EXTERN size_t sluice_policy_n_parts(const sluice_policy *p);
-/* The largest cost p can ever admit: the least limit of its parts (0 for
- * NULL). A cost above it is SLUICE_ECOST. */
+/* The largest cost p can ever admit: the least limit of its enforced parts
+ * (SLUICE_LIMIT_MAX when every part is a shadow part; 0 for NULL). A cost
+ * above it is SLUICE_ECOST; a shadow part of a lower limit would deny it. */
 SLUICE_EXTERN int64_t sluice_policy_max_cost(const sluice_policy *p);
 /* The i-th configuration, or NULL when i is out of range. */
 SLUICE_EXTERN const sluice_config *sluice_policy_part(const sluice_policy *p, size_t i);
+/* Whether the i-th part is a shadow part (false when i is out of range). */
+SLUICE_EXTERN bool sluice_policy_part_shadow(const sluice_policy *p, size_t i);
 /* Whether decisions under p can tell an admitted request to wait
  * (delay_ms > 0): a part shapes traffic (a leaky bucket). false for NULL. */
 SLUICE_EXTERN bool sluice_policy_delays(const sluice_policy *p);
@@ -299,6 +320,28 @@ SLUICE_EXTERN int sluice_acquire_at(sluice_limiter *l, int64_t cost, int64_t now
  * and SLUICE_EINVAL for timeout_ms < 0. Thread-safe. */
 SLUICE_EXTERN int sluice_acquire_wait(sluice_limiter *l, int64_t cost, int64_t timeout_ms,
                                       sluice_decision *out);
+
+/* Operating a limit (docs/semantics.md, "Peek, refund, reset"). Each is
+ * atomic, as a decision is, and thread-safe.
+ *
+ * The decision sluice_acquire would give for cost at the clock's reading
+ * (or now_ms), every field, with nothing consumed and nothing changed. A
+ * peek never waits on memory. Errors as sluice_acquire. */
+SLUICE_EXTERN int sluice_peek(sluice_limiter *l, int64_t cost, sluice_decision *out);
+SLUICE_EXTERN int sluice_peek_at(sluice_limiter *l, int64_t cost, int64_t now_ms, sluice_decision *out);
+/* Gives cost back to every part, as far as it still counts, never beyond a
+ * fresh state: a bucket's TAT goes back by cost (not below the reading), a
+ * fixed window's count of the reading's window down by cost (not below 0),
+ * a sliding window's counts (rolled to the reading's window) from the
+ * current one first, a log's newest entries still in the window, newest
+ * first. So a refund of an admission at the same reading undoes it
+ * exactly. out (may be NULL) gets the decision a request of cost 1 would
+ * get right after. Errors as sluice_acquire. */
+SLUICE_EXTERN int sluice_refund(sluice_limiter *l, int64_t cost, sluice_decision *out);
+SLUICE_EXTERN int sluice_refund_at(sluice_limiter *l, int64_t cost, int64_t now_ms, sluice_decision *out);
+/* Makes every part fresh. out (may be NULL) as for refund, at the clock's
+ * reading. Errors: SLUICE_EINVAL for NULL l. */
+SLUICE_EXTERN int sluice_reset(sluice_limiter *l, sluice_decision *out);
 /* The limiter's policy (owned by the limiter) and clock. Thread-safe. */
 SLUICE_EXTERN const sluice_policy *sluice_limiter_policy(const sluice_limiter *l);
 SLUICE_EXTERN const sluice_clock *sluice_limiter_clock(const sluice_limiter *l);
@@ -494,6 +537,7 @@ typedef struct sluice_stats {
     int64_t refused;   /* new keys refused with SLUICE_EFULL               */
     int64_t failures;  /* remote stores: decisions the server failed       */
     int64_t reconnects; /* remote stores: connections made after a failure */
+    int64_t shadow_denied; /* decisions a shadow part would have denied  */
 } sluice_stats;
 
 /* Opens the store named by url. Errors: SLUICE_EINVAL (bad URL or option, a
@@ -527,6 +571,23 @@ SLUICE_EXTERN int sluice_store_acquire(sluice_store *s, const sluice_policy *p, 
 SLUICE_EXTERN int sluice_store_acquire_at(sluice_store *s, const sluice_policy *p, const void *key,
                                           size_t key_len, int64_t cost, int64_t now_ms,
                                           sluice_decision *out);
+/* The verbs beside acquire, on a key (as for a limiter: see sluice_peek,
+ * sluice_refund, sluice_reset; the same semantics on every store). A peek
+ * or a refund of a key the store does not hold creates nothing, and
+ * answers as a fresh state would. A refund or reset is not an admission:
+ * the store's time stays as it is. A reset makes the key's state fresh:
+ * memory: and shm: forget it, Redis deletes its names in one round trip.
+ * out may be NULL for refund and reset. Errors as sluice_store_acquire. */
+SLUICE_EXTERN int sluice_store_peek(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                                    int64_t cost, sluice_decision *out);
+SLUICE_EXTERN int sluice_store_peek_at(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                                       int64_t cost, int64_t now_ms, sluice_decision *out);
+SLUICE_EXTERN int sluice_store_refund(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                                      int64_t cost, sluice_decision *out);
+SLUICE_EXTERN int sluice_store_refund_at(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                                         int64_t cost, int64_t now_ms, sluice_decision *out);
+SLUICE_EXTERN int sluice_store_reset(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                                     sluice_decision *out);
 /* Waits until the request is admitted, or returns SLUICE_ETIMEDOUT having
  * consumed nothing, as sluice_acquire_wait does for one limiter: never past
  * timeout_ms, and at once when the wait asked for is longer than what is

@@ -50,8 +50,8 @@ bool sluice_policy_delays(const sluice_policy *p) {
 }
 
 /* Validates everything, then allocates: nothing is allocated on error. */
-static int make(const char *name, const sluice_config *parts, size_t n_parts, sluice_policy **out,
-                char *err, size_t errlen) {
+static int make(const char *name, const sluice_config *parts, const bool *shadow, size_t n_parts,
+                sluice_policy **out, char *err, size_t errlen) {
     sluice_policy tmp;
     memset(&tmp, 0, sizeof tmp);
     int rc = check_name(name, err, errlen);
@@ -68,6 +68,8 @@ static int make(const char *name, const sluice_config *parts, size_t n_parts, sl
         if (rc != 0) return rc;
         tmp.parts[i] = parts[i];
         tmp.algo[i] = sluice__algo_of(parts[i].algorithm);
+        tmp.shadow[i] = shadow && shadow[i];
+        tmp.n_shadow += tmp.shadow[i];
     }
     sluice_policy *p = malloc(sizeof *p);
     if (p == NULL) {
@@ -75,9 +77,9 @@ static int make(const char *name, const sluice_config *parts, size_t n_parts, sl
         return SLUICE_ENOMEM;
     }
     tmp.serial = atomic_fetch_add_explicit(&next_serial, 1, memory_order_relaxed);
-    tmp.max_cost = tmp.params[0].limit;
-    for (size_t i = 1; i < n_parts; i++)
-        if (tmp.params[i].limit < tmp.max_cost) tmp.max_cost = tmp.params[i].limit;
+    tmp.max_cost = SLUICE_LIMIT_MAX; /* the least limit of the enforced parts */
+    for (size_t i = 0; i < n_parts; i++)
+        if (!tmp.shadow[i] && tmp.params[i].limit < tmp.max_cost) tmp.max_cost = tmp.params[i].limit;
     *p = tmp;
     *out = p;
     return 0;
@@ -85,8 +87,13 @@ static int make(const char *name, const sluice_config *parts, size_t n_parts, sl
 
 int sluice_policy_new(const char *name, const sluice_config *parts, size_t n_parts,
                       sluice_policy **out) {
+    return sluice_policy_new_shadow(name, parts, NULL, n_parts, out);
+}
+
+int sluice_policy_new_shadow(const char *name, const sluice_config *parts, const bool *shadow, size_t n_parts,
+                             sluice_policy **out) {
     if (name == NULL || parts == NULL || out == NULL) return SLUICE_EINVAL;
-    return make(name, parts, n_parts, out, NULL, 0);
+    return make(name, parts, shadow, n_parts, out, NULL, 0);
 }
 
 int sluice_policy_parse(const char *name, const char *text, sluice_policy **out, char *err,
@@ -99,6 +106,7 @@ int sluice_policy_parse(const char *name, const char *text, sluice_policy **out,
     if (rc != 0) return rc;
 
     sluice_config parts[SLUICE_POLICY_MAX_PARTS];
+    bool shadow[SLUICE_POLICY_MAX_PARTS];
     size_t n = 0, len = strlen(text), begin = 0;
     for (;;) {
         const char *semi = memchr(text + begin, ';', len - begin);
@@ -114,13 +122,15 @@ int sluice_policy_parse(const char *name, const char *text, sluice_policy **out,
                          i);
             return SLUICE_EINVAL;
         }
-        rc = sluice__config_parse_span(text, begin, end, &parts[n], err, errlen);
+        /* "shadow" first: a shadow part */
+        shadow[n] = end - i > 7 && !memcmp(text + i, "shadow", 6) && (text[i + 6] == ' ' || text[i + 6] == '\t');
+        rc = sluice__config_parse_span(text, shadow[n] ? i + 6 : begin, end, &parts[n], err, errlen);
         if (rc != 0) return rc;
         n++;
         if (semi == NULL) break;
         begin = end + 1;
     }
-    return make(name, parts, n, out, err, errlen);
+    return make(name, parts, shadow, n, out, err, errlen);
 }
 
 int sluice_policy_format(const sluice_policy *p, char *buf, size_t len) {
@@ -130,7 +140,8 @@ int sluice_policy_format(const sluice_policy *p, char *buf, size_t len) {
         char part[160]; /* a configuration's text is at most ~70 bytes */
         int n = sluice_config_format(&p->parts[i], part, sizeof part);
         if (n < 0) return n;
-        for (const char *s = i > 0 ? "; " : ""; *s != '\0'; s++, total++)
+        for (const char *s = i > 0 ? (p->shadow[i] ? "; shadow " : "; ") : p->shadow[i] ? "shadow " : "";
+             *s != '\0'; s++, total++)
             if (total + 1 < len) buf[total] = *s;
         for (int k = 0; k < n; k++, total++)
             if (total + 1 < len) buf[total] = part[k];
@@ -145,6 +156,10 @@ size_t sluice_policy_n_parts(const sluice_policy *p) { return p != NULL ? p->n_p
 
 const sluice_config *sluice_policy_part(const sluice_policy *p, size_t i) {
     return p != NULL && i < p->n_parts ? &p->parts[i] : NULL;
+}
+
+bool sluice_policy_part_shadow(const sluice_policy *p, size_t i) {
+    return p != NULL && i < p->n_parts && p->shadow[i];
 }
 
 void sluice_policy_free(sluice_policy *p) { free(p); }

@@ -115,6 +115,19 @@ typedef struct sluice__algo {
     /* Sets *s to a fresh state (owning no memory). */
     void (*init)(const sluice__params *p, sluice__state *s);
 
+    /* ---- the verbs beside decide (docs/semantics.md) ---- */
+    /* Gives cost back to *s at now_ms, as far as it still counts, never
+     * beyond a fresh state: a refund of an admission at the same reading
+     * undoes it exactly. */
+    void (*refund)(const sluice__params *p, sluice__state *s, int64_t now_ms, int64_t cost);
+    /* A state s of from's as a state of to's (the same algorithm), at
+     * now_ms: 1 when to keeps it exactly (the same window or rate period;
+     * counts capped at to's limit), with *t the state; 0 when it cannot
+     * (the caller then charges what s has in use); -1 when *t, fresh,
+     * needs more room first (reserve, then again). */
+    int (*carry)(const sluice__params *from, const sluice__state *s, const sluice__params *to, sluice__state *t,
+                 int64_t now_ms);
+
     /* ---- a state that owns memory (SLUICE__ALGO_GROWS; NULL otherwise) ---- */
     /* Makes room in *s for one more admission (at most what p ever needs):
      * 0, or SLUICE_ENOMEM with *s unchanged. */
@@ -156,6 +169,11 @@ typedef struct sluice__algo {
     /* Whether word w is fresh at now_ms: 1 or 0, or -1 when unit can be no
      * unit of this algorithm's (a damaged store). */
     int (*word_is_fresh)(int64_t unit, uint64_t w, int64_t epoch_ms, int64_t now_ms);
+    /* Gives cost back to word w at now_ms: 1 with *nw the new word, 0 when
+     * nothing counts to give back (w stays), or SLUICE__WORD_OUTGROWN. The
+     * buckets' word is refunded inline instead (sluice__gcra_word_refund). */
+    int (*word_refund)(const sluice__params *p, uint64_t w, int64_t epoch_ms, int64_t now_ms, int64_t cost,
+                       uint64_t *nw);
 
     /* ---- what others ask of it ---- */
     /* The quota an HTTP RateLimit-Policy field gives for c: q per w_s
@@ -243,6 +261,14 @@ static inline int sluice__gcra_word_step(const sluice__params *p, int64_t w, int
     if (__builtin_add_overflow(ts, *nb, nw) || *nw <= INT64_MIN + 1) return -1; /* two words are kept apart */
     return 1;
 }
+/* A refund on a bucket's word (as sluice__gcra_word_step's): the TAT back
+ * by cost, not below ts (a full bucket). */
+static inline int64_t sluice__gcra_word_refund(const sluice__params *p, int64_t w, int64_t ts, int64_t cost) {
+    int64_t nw;
+    if (w <= ts) return w;
+    if (__builtin_sub_overflow(w, cost * p->p, &nw) || nw < ts) return ts;
+    return nw;
+}
 int sluice__gcra_decide(const sluice__params *p, sluice__state *s, int64_t now_ms, int64_t cost,
                         int shaper, sluice_decision *d, int commit);
 void sluice__gcra_peek(const sluice__params *p, const sluice__state *s, int64_t now_ms,
@@ -257,7 +283,8 @@ void sluice__gcra_init(const sluice__params *p, sluice__state *s);
     .layout_read = sluice__gcra_layout_read, .layout_write = sluice__gcra_layout_write,                         \
     .word_fits = sluice__gcra_word_fits, .word_fresh = (uint64_t)INT64_MIN, .word_unit = sluice__gcra_word_unit, \
     .word_state = sluice__gcra_word_state, .word_is_fresh = sluice__gcra_word_is_fresh,                        \
-    .quota = sluice__gcra_quota, .largest = sluice__gcra_largest
+    .quota = sluice__gcra_quota, .largest = sluice__gcra_largest, .refund = sluice__gcra_refund,              \
+    .carry = sluice__gcra_carry
 uint64_t sluice__gcra_layout_bytes(const sluice__params *p);
 void sluice__gcra_layout_init(const sluice__params *p, uint8_t *at);
 int sluice__gcra_layout_read(const sluice__params *p, uint8_t *at, sluice__state *s);
@@ -268,6 +295,9 @@ void sluice__gcra_word_state(int64_t unit, uint64_t w, int64_t epoch_ms, sluice_
 int sluice__gcra_word_is_fresh(int64_t unit, uint64_t w, int64_t epoch_ms, int64_t now_ms);
 void sluice__gcra_quota(const sluice_config *c, uint64_t most, uint64_t *q, uint64_t *w_s);
 sluice__i128 sluice__gcra_largest(const sluice__params *p);
+void sluice__gcra_refund(const sluice__params *p, sluice__state *s, int64_t now_ms, int64_t cost);
+int sluice__gcra_carry(const sluice__params *from, const sluice__state *s, const sluice__params *to, sluice__state *t,
+                       int64_t now_ms);
 
 /* ---- "algo/leaky_bucket.c" ---- */
 extern const sluice__algo sluice__leaky_bucket;

@@ -72,6 +72,26 @@ static void fw_init(const sluice__params *p, sluice__state *s) {
     s->fw.cur = 0;
 }
 
+/* ---- the verbs ---- */
+
+/* The count of the reading's window (the effective one: fw_at) down by
+ * cost; a window already past counts nothing. */
+static void fw_refund(const sluice__params *p, sluice__state *s, int64_t now_ms, int64_t cost) {
+    int64_t K, count;
+    fw_at(p, s, now_ms, &K, &count);
+    if (count == 0) return;
+    s->fw.cur = count > cost ? count - cost : 0;
+}
+
+static int fw_carry(const sluice__params *from, const sluice__state *s, const sluice__params *to, sluice__state *t,
+                    int64_t now_ms) {
+    (void)now_ms;
+    if (from->window_ms != to->window_ms) return 0;
+    t->fw.index = s->fw.index;
+    t->fw.cur = s->fw.cur < to->limit ? s->fw.cur : to->limit;
+    return 1;
+}
+
 /* ---- layout: i64 index, count ---- */
 
 static uint64_t fw_layout_bytes(const sluice__params *p) {
@@ -110,17 +130,31 @@ static void fw_word_state(int64_t unit, uint64_t w, int64_t epoch_ms, sluice__st
     s->fw.cur = (int64_t)(w & ((UINT64_C(1) << COUNT_BITS) - 1));
 }
 
+/* The word of state s: 1, or SLUICE__WORD_OUTGROWN when it lies too far
+ * past the epoch's window. */
+static int fw_word_of(const sluice__params *p, const sluice__state *s, int64_t epoch_ms, uint64_t *nw) {
+    int64_t delta = s->fw.index - sluice__floor_div(epoch_ms, p->window_ms); /* >= 0: never before the epoch */
+    if (delta < 0 || delta >= INDEX_SPAN) return SLUICE__WORD_OUTGROWN;
+    *nw = (uint64_t)delta << COUNT_BITS | (uint64_t)s->fw.cur;
+    return 1;
+}
+
 static int fw_word_decide(const sluice__params *p, uint64_t w, int64_t epoch_ms, int64_t now_ms, int64_t cost,
                           sluice_decision *d, uint64_t *nw) {
     sluice__state s;
     fw_word_state(p->window_ms, w, epoch_ms, &s);
     if (s.fw.cur > p->limit) return -1;
     fw_decide(p, &s, now_ms, cost, d, 1);
-    if (!d->allowed) return 0;
-    int64_t delta = s.fw.index - sluice__floor_div(epoch_ms, p->window_ms); /* >= 0: never before the epoch */
-    if (delta < 0 || delta >= INDEX_SPAN) return SLUICE__WORD_OUTGROWN;
-    *nw = (uint64_t)delta << COUNT_BITS | (uint64_t)s.fw.cur;
-    return 1;
+    return d->allowed ? fw_word_of(p, &s, epoch_ms, nw) : 0;
+}
+
+static int fw_word_refund(const sluice__params *p, uint64_t w, int64_t epoch_ms, int64_t now_ms, int64_t cost,
+                          uint64_t *nw) {
+    sluice__state s;
+    fw_word_state(p->window_ms, w, epoch_ms, &s);
+    int64_t before = s.fw.cur;
+    fw_refund(p, &s, now_ms, cost);
+    return s.fw.cur == before ? 0 : fw_word_of(p, &s, epoch_ms, nw);
 }
 
 static int fw_word_is_fresh(int64_t unit, uint64_t w, int64_t epoch_ms, int64_t now_ms) {
@@ -135,6 +169,8 @@ const sluice__algo sluice__fixed_window = {
     .peek = fw_peek,
     .is_fresh = fw_is_fresh,
     .init = fw_init,
+    .refund = fw_refund,
+    .carry = fw_carry,
     .layout_bytes = fw_layout_bytes,
     .layout_init = fw_layout_init,
     .layout_read = fw_layout_read,
@@ -145,5 +181,6 @@ const sluice__algo sluice__fixed_window = {
     .word_unit = fw_word_unit,
     .word_state = fw_word_state,
     .word_is_fresh = fw_word_is_fresh,
+    .word_refund = fw_word_refund,
     .quota = sluice__window_quota,
 };

@@ -89,10 +89,10 @@ static int log_decide(const sluice__params *p, sluice__state *s, int64_t now_ms,
         return 0;
     }
     int merge = g->len > v.j && at(g, g->len - 1)->ts_ms == v.te;
-    if (!merge && g->len - v.j >= g->cap) return SLUICE__EGROW;
     d->allowed = true;
     d->retry_after_ms = 0;
     log_fill(p, v.used + cost, v.te, now_ms, d);
+    if (!merge && g->len - v.j >= g->cap) return SLUICE__EGROW; /* *d is what it would be */
     if (!commit) return 0;
     /* drop what has left the window, then record the admission */
     if (v.j > 0) {
@@ -162,6 +162,42 @@ static int log_reserve(const sluice__params *p, sluice__state *s) {
     return 0;
 }
 
+/* ---- the verbs ---- */
+
+/* The newest entries still in the window give back cost, newest first. */
+static void log_refund(const sluice__params *p, sluice__state *s, int64_t now_ms, int64_t cost) {
+    sluice__log *g = &s->log;
+    log_view v = log_at(p, s, now_ms);
+    while (cost > 0 && g->len > v.j) {
+        sluice__log_entry *last = at(g, g->len - 1);
+        int64_t own = last->cum - cum_before(g, g->len - 1);
+        if (own > cost) {
+            last->cum -= cost;
+            return;
+        }
+        cost -= own;
+        g->len--;
+    }
+}
+
+/* The same window, and entries that fit to's ring and limit: they carry
+ * over (the oldest first: t's ring is fresh). */
+static int log_carry(const sluice__params *from, const sluice__state *s, const sluice__params *to, sluice__state *t,
+                     int64_t now_ms) {
+    const sluice__log *g = &s->log;
+    sluice__log *h = &t->log;
+    if (from->window_ms != to->window_ms) return 0;
+    log_view v = log_at(from, s, now_ms);
+    uint32_t n = g->len - v.j;
+    if (v.used > to->limit) return 0;
+    if (n > h->cap) return -1; /* room first */
+    h->head = 0;
+    h->len = n;
+    h->base = cum_before(g, v.j);
+    for (uint32_t i = 0; i < n; i++) h->e[i] = *at(g, v.j + i);
+    return 1;
+}
+
 static void log_release(sluice__state *s) {
     free(s->log.e);
     memset(&s->log, 0, sizeof s->log);
@@ -207,6 +243,8 @@ const sluice__algo sluice__sliding_log = {
     .peek = log_peek,
     .is_fresh = log_is_fresh,
     .init = log_init,
+    .refund = log_refund,
+    .carry = log_carry,
     .reserve = log_reserve,
     .release = log_release,
     .layout_bytes = log_layout_bytes,

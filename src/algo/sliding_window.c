@@ -106,6 +106,30 @@ static void sw_init(const sluice__params *p, sluice__state *s) {
     s->sw.cur = 0;
 }
 
+/* ---- the verbs ---- */
+
+/* Rolled to the reading's window (its effective one: sw_at), the cost
+ * given back from the current count first, then the previous one's. */
+static void sw_refund(const sluice__params *p, sluice__state *s, int64_t now_ms, int64_t cost) {
+    sw_view v = sw_at(p, s, now_ms);
+    if (v.P == 0 && v.Cn == 0) return;
+    int64_t from_cur = v.Cn < cost ? v.Cn : cost;
+    int64_t from_prev = v.P < cost - from_cur ? v.P : cost - from_cur;
+    s->sw.index = v.K;
+    s->sw.prev = v.P - from_prev;
+    s->sw.cur = v.Cn - from_cur;
+}
+
+static int sw_carry(const sluice__params *from, const sluice__state *s, const sluice__params *to, sluice__state *t,
+                    int64_t now_ms) {
+    (void)now_ms;
+    if (from->window_ms != to->window_ms) return 0;
+    t->sw.index = s->sw.index;
+    t->sw.prev = s->sw.prev < to->limit ? s->sw.prev : to->limit;
+    t->sw.cur = s->sw.cur < to->limit ? s->sw.cur : to->limit;
+    return 1;
+}
+
 /* ---- layout: i64 index, prev, cur ---- */
 
 static uint64_t sw_layout_bytes(const sluice__params *p) {
@@ -144,17 +168,32 @@ static void sw_word_state(int64_t unit, uint64_t w, int64_t epoch_ms, sluice__st
     s->sw.cur = (int64_t)(w & 0xffff);
 }
 
+/* The word of state s: 1, or SLUICE__WORD_OUTGROWN when it lies too far
+ * past the epoch's window. */
+static int sw_word_of(const sluice__params *p, const sluice__state *s, int64_t epoch_ms, uint64_t *nw) {
+    int64_t delta = s->sw.index - sluice__floor_div(epoch_ms, p->window_ms); /* >= 0: never before the epoch */
+    if (delta < 0 || delta >= INT64_C(1) << 32) return SLUICE__WORD_OUTGROWN;
+    *nw = (uint64_t)delta << 32 | (uint64_t)s->sw.prev << 16 | (uint64_t)s->sw.cur; /* counts <= limit < 2^16 */
+    return 1;
+}
+
 static int sw_word_decide(const sluice__params *p, uint64_t w, int64_t epoch_ms, int64_t now_ms, int64_t cost,
                           sluice_decision *d, uint64_t *nw) {
     sluice__state s;
     sw_word_state(p->window_ms, w, epoch_ms, &s);
     if (s.sw.prev > p->limit || s.sw.cur > p->limit) return -1;
     sw_decide(p, &s, now_ms, cost, d, 1);
-    if (!d->allowed) return 0;
-    int64_t delta = s.sw.index - sluice__floor_div(epoch_ms, p->window_ms); /* >= 0: never before the epoch */
-    if (delta < 0 || delta >= INT64_C(1) << 32) return SLUICE__WORD_OUTGROWN;
-    *nw = (uint64_t)delta << 32 | (uint64_t)s.sw.prev << 16 | (uint64_t)s.sw.cur; /* counts <= limit < 2^16 */
-    return 1;
+    return d->allowed ? sw_word_of(p, &s, epoch_ms, nw) : 0;
+}
+
+static int sw_word_refund(const sluice__params *p, uint64_t w, int64_t epoch_ms, int64_t now_ms, int64_t cost,
+                          uint64_t *nw) {
+    sluice__state s;
+    sw_word_state(p->window_ms, w, epoch_ms, &s);
+    sluice__state before = s;
+    sw_refund(p, &s, now_ms, cost);
+    if (s.sw.prev == before.sw.prev && s.sw.cur == before.sw.cur && s.sw.index == before.sw.index) return 0;
+    return sw_word_of(p, &s, epoch_ms, nw);
 }
 
 static int sw_word_is_fresh(int64_t unit, uint64_t w, int64_t epoch_ms, int64_t now_ms) {
@@ -175,6 +214,8 @@ const sluice__algo sluice__sliding_window = {
     .peek = sw_peek,
     .is_fresh = sw_is_fresh,
     .init = sw_init,
+    .refund = sw_refund,
+    .carry = sw_carry,
     .layout_bytes = sw_layout_bytes,
     .layout_init = sw_layout_init,
     .layout_read = sw_layout_read,
@@ -185,6 +226,7 @@ const sluice__algo sluice__sliding_window = {
     .word_unit = sw_word_unit,
     .word_state = sw_word_state,
     .word_is_fresh = sw_word_is_fresh,
+    .word_refund = sw_word_refund,
     .quota = sluice__window_quota,
     .largest = sw_largest,
 };

@@ -131,6 +131,26 @@ sluice__i128 sluice__gcra_largest(const sluice__params *p) {
     return (sluice__i128)p->tau;
 }
 
+/* ---- the verbs ---- */
+
+void sluice__gcra_refund(const sluice__params *p, sluice__state *s, int64_t now_ms, int64_t cost) {
+    sluice__i128 ts = (sluice__i128)now_ms * p->r, back = s->tat - (sluice__i128)cost * p->p;
+    if (s->tat > ts) s->tat = back > ts ? back : ts;
+}
+
+/* The same period: the backlog carries over, in tokens (from's units to
+ * to's, rounded up), at most to's capacity. */
+int sluice__gcra_carry(const sluice__params *from, const sluice__state *s, const sluice__params *to, sluice__state *t,
+                       int64_t now_ms) {
+    if (from->cfg.period_ms != to->cfg.period_ms) return 0;
+    sluice__i128 b = s->tat - (sluice__i128)now_ms * from->r;
+    if (b <= 0) return 1; /* full: t is fresh */
+    sluice__i128 nb = (b * to->p + from->p - 1) / from->p; /* b < 2^63, p < 2^32: fits */
+    if (nb > to->tau) nb = to->tau;
+    t->tat = (sluice__i128)now_ms * to->r + nb;
+    return 1;
+}
+
 static int tb_decide(const sluice__params *p, sluice__state *s, int64_t now_ms, int64_t cost,
                      sluice_decision *d, int commit) {
     return sluice__gcra_decide(p, s, now_ms, cost, 0, d, commit);
