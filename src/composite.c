@@ -78,7 +78,6 @@ int sluice__policy_decide(const sluice_policy *p, sluice__state *states, int64_t
                           sluice_decision *d, size_t *grow_part) {
     if (p->n_parts == 1 && !p->n_shadow) {
         int rc = p->algo[0]->decide(&p->params[0], &states[0], now_ms, cost, d, 1);
-        d->shadow_denied = false;
         if (rc == SLUICE__EGROW) *grow_part = 0;
         return rc;
     }

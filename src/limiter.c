@@ -52,19 +52,28 @@ static __attribute__((noinline)) int acquire_locked(sluice_limiter *l, int64_t c
     return rc;
 }
 
-/* Moves a word limiter's state to the locked 128-bit form (once), then
- * decides there. */
-static __attribute__((noinline, cold)) int move_and_acquire(sluice_limiter *l, int64_t cost,
-                                                            int64_t now_ms, sluice_decision *d) {
-    sluice__lock_take(&l->lock);
+/* A word limiter's TAT as a full state (the word itself: see above). */
+static void word_as_state(const sluice_limiter *l, int64_t w, sluice__state *st) {
+    st->tat = w == WORD_FRESH ? SLUICE__TAT_FRESH : (sluice__i128)w + (sluice__i128)l->epoch_ms * l->fast.r;
+}
+
+/* Moves a word limiter's state to the locked 128-bit form (once), with the
+ * lock held. */
+static void move_word(sluice_limiter *l) {
     int64_t w = atomic_load_explicit(&l->word, memory_order_acquire);
     while (w != WORD_MOVED) {
-        l->st[0].tat = w == WORD_FRESH ? SLUICE__TAT_FRESH
-                                       : (sluice__i128)w + (sluice__i128)l->epoch_ms * l->fast.r;
+        word_as_state(l, w, &l->st[0]);
         if (atomic_compare_exchange_strong_explicit(&l->word, &w, WORD_MOVED, memory_order_acq_rel,
                                                     memory_order_acquire))
             break;
     }
+}
+
+/* Moves a word limiter's state (once), then decides in the locked form. */
+static __attribute__((noinline, cold)) int move_and_acquire(sluice_limiter *l, int64_t cost,
+                                                            int64_t now_ms, sluice_decision *d) {
+    sluice__lock_take(&l->lock);
+    move_word(l);
     int rc = decide_locked(l, cost, now_ms, d);
     sluice__lock_give(&l->lock);
     return rc;
@@ -116,7 +125,7 @@ int sluice_limiter_new_policy(const sluice_policy *p, const sluice_clock *clock,
     l->max_cost = p->max_cost;
     for (size_t i = 0; i < p->n_parts; i++) p->algo[i]->init(&p->params[i], &l->st[i]);
     const sluice__algo *a = p->algo[0];
-    if (p->n_parts == 1 && (a->flags & SLUICE__ALGO_GCRA)) {
+    if (p->n_parts == 1 && !p->n_shadow && (a->flags & SLUICE__ALGO_GCRA)) {
         l->kind = KIND_WORD;
         l->shaper = (a->flags & SLUICE__ALGO_DELAYS) != 0;
         l->fast = p->params[0];
@@ -167,6 +176,88 @@ int sluice_acquire_wait(sluice_limiter *l, int64_t cost, int64_t timeout_ms, slu
     if (!l || !out) return SLUICE_EINVAL;
     wait_ctx w = {l, cost};
     return sluice__wait(l->clock, timeout_ms, wait_attempt, &w, out);
+}
+
+/* ---- the verbs beside acquire ---- */
+
+/* The checks of acquire: 0, or the error. */
+static int verb_ok(const sluice_limiter *l, int64_t cost, int64_t now_ms) {
+    if (!l || !sluice__time_ok(now_ms)) return SLUICE_EINVAL;
+    return cost < 1 || cost > l->max_cost ? SLUICE_ECOST : 0;
+}
+
+int sluice_peek_at(sluice_limiter *l, int64_t cost, int64_t now_ms, sluice_decision *out) {
+    int rc = verb_ok(l, cost, now_ms);
+    if (rc || !out) return rc ? rc : SLUICE_EINVAL;
+    int64_t w = l->kind == KIND_WORD ? atomic_load_explicit(&l->word, memory_order_acquire) : WORD_MOVED;
+    if (w != WORD_MOVED) { /* one reading of the word: nothing to lock */
+        sluice__state st;
+        word_as_state(l, w, &st);
+        sluice__policy_peek(&l->policy, &st, now_ms, cost, out);
+        return 0;
+    }
+    sluice__lock_take(&l->lock);
+    sluice__policy_peek(&l->policy, l->st, now_ms, cost, out);
+    sluice__lock_give(&l->lock);
+    return 0;
+}
+
+int sluice_peek(sluice_limiter *l, int64_t cost, sluice_decision *out) {
+    if (!l) return SLUICE_EINVAL;
+    return sluice_peek_at(l, cost, sluice_clock_now_ms(l->clock), out);
+}
+
+/* The word path's refund: the TAT back by cost with one CAS; 1, or 0 when
+ * the word cannot tell (moved, or a reading too far from the epoch). */
+static int refund_word(sluice_limiter *l, int64_t cost, int64_t now_ms) {
+    int64_t ts, w = atomic_load_explicit(&l->word, memory_order_acquire);
+    if (__builtin_mul_overflow(now_ms - l->epoch_ms, l->fast.r, &ts)) return 0;
+    for (;;) {
+        if (w == WORD_MOVED) return 0;
+        if (w == WORD_FRESH) return 1; /* full: nothing counts */
+        int64_t nw = sluice__gcra_word_refund(&l->fast, w, ts, cost);
+        if (nw == w) return 1;
+        if (nw <= WORD_FRESH) nw = WORD_FRESH; /* a TAT that far back is a full bucket */
+        if (atomic_compare_exchange_weak_explicit(&l->word, &w, nw, memory_order_acq_rel, memory_order_acquire))
+            return 1;
+        atomic_fetch_add_explicit(&l->cas_retries, 1, memory_order_relaxed);
+    }
+}
+
+int sluice_refund_at(sluice_limiter *l, int64_t cost, int64_t now_ms, sluice_decision *out) {
+    int rc = verb_ok(l, cost, now_ms);
+    if (rc) return rc;
+    if (l->kind == KIND_WORD && refund_word(l, cost, now_ms)) return out ? sluice_peek_at(l, 1, now_ms, out) : 0;
+    sluice__lock_take(&l->lock);
+    if (l->kind == KIND_WORD) move_word(l); /* the word cannot tell: the locked form, for good */
+    sluice__policy_refund(&l->policy, l->st, now_ms, cost);
+    if (out) sluice__policy_peek(&l->policy, l->st, now_ms, 1, out);
+    sluice__lock_give(&l->lock);
+    return 0;
+}
+
+int sluice_refund(sluice_limiter *l, int64_t cost, sluice_decision *out) {
+    if (!l) return SLUICE_EINVAL;
+    return sluice_refund_at(l, cost, sluice_clock_now_ms(l->clock), out);
+}
+
+int sluice_reset(sluice_limiter *l, sluice_decision *out) {
+    if (!l) return SLUICE_EINVAL;
+    int64_t now_ms = sluice_clock_now_ms(l->clock);
+    if (!sluice__time_ok(now_ms)) return SLUICE_EINVAL;
+    int64_t w = atomic_load_explicit(&l->word, memory_order_acquire);
+    while (l->kind == KIND_WORD && w != WORD_MOVED &&
+           !atomic_compare_exchange_weak_explicit(&l->word, &w, WORD_FRESH, memory_order_acq_rel, memory_order_acquire)) {
+    }
+    if (l->kind != KIND_WORD || w == WORD_MOVED) {
+        sluice__lock_take(&l->lock);
+        for (size_t i = 0; i < l->policy.n_parts; i++) {
+            if (l->policy.algo[i]->release) l->policy.algo[i]->release(&l->st[i]);
+            l->policy.algo[i]->init(&l->policy.params[i], &l->st[i]);
+        }
+        sluice__lock_give(&l->lock);
+    }
+    return out ? sluice_peek_at(l, 1, now_ms, out) : 0;
 }
 
 unsigned long sluice__limiter_contention(const sluice_limiter *l) {

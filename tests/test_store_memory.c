@@ -295,30 +295,40 @@ TEST(new_key_fresh_soonest_is_forgotten_not_an_older_key_evicted) {
     sluice_clock_free(c);
 }
 
-/* A configuration changed under the same name is a different policy: every
- * key starts fresh under it, never misreading the old state. */
-TEST(changed_policy_starts_fresh) {
+/* A configuration changed under the same name keeps each key's usage
+ * (docs/semantics.md, "Retune"): what was in use is charged to a new
+ * algorithm; a bucket's backlog carries over a change of capacity exactly;
+ * another name is another limit. */
+TEST(changed_configuration_keeps_usage) {
     sluice_clock *c = sluice_clock_manual_new(0);
     sluice_store *s = open_store("memory:", c);
     sluice_policy *a = policy("tier", "token-bucket capacity=2 rate=1/h");
     sluice_policy *a_again = policy("tier", "token-bucket capacity=2 rate=1/h");
     sluice_policy *b = policy("tier", "sliding-window limit=5 window=1h");
+    sluice_policy *wider = policy("tier", "token-bucket capacity=4 rate=1/h");
+    sluice_policy *widest = policy("tier", "token-bucket capacity=6 rate=1/h");
     sluice_policy *other = policy("other", "token-bucket capacity=2 rate=1/h");
-    REQUIRE(s && a && a_again && b && other);
+    REQUIRE(s && a && a_again && b && wider && widest && other);
     sluice_decision d;
     CHECK_EQ(sluice_store_acquire(s, a, "u", 1, 2, &d), 0);
     CHECK(d.allowed && d.remaining == 0);
     CHECK_EQ(sluice_store_acquire(s, a_again, "u", 1, 1, &d), 0); /* same name and text: same */
     CHECK(!d.allowed);
-    CHECK_EQ(sluice_store_acquire(s, b, "u", 1, 1, &d), 0); /* changed: fresh */
-    CHECK(d.allowed && d.remaining == 4 && d.limit == 5);
+    CHECK_EQ(sluice_store_acquire(s, b, "u", 1, 1, &d), 0); /* another algorithm: the 2 in use charged */
+    CHECK(d.allowed && d.remaining == 2 && d.limit == 5);
+    CHECK_EQ(sluice_store_acquire(s, wider, "u", 1, 1, &d), 0); /* back to a bucket: 3 in use */
+    CHECK(d.allowed && d.remaining == 0 && d.limit == 4);
+    CHECK_EQ(sluice_store_acquire(s, widest, "u", 1, 1, &d), 0); /* capacity alone: the backlog of 4 carried */
+    CHECK(d.allowed && d.remaining == 1 && d.limit == 6 && d.reset_ms == 5 * 3600000);
     CHECK_EQ(sluice_store_acquire(s, other, "u", 1, 1, &d), 0); /* other name: its own */
     CHECK(d.allowed && d.remaining == 1);
-    CHECK_EQ(stats(s).keys, 3);
+    CHECK_EQ(stats(s).keys, 2);
     sluice_store_close(s);
     sluice_policy_free(a);
     sluice_policy_free(a_again);
     sluice_policy_free(b);
+    sluice_policy_free(wider);
+    sluice_policy_free(widest);
     sluice_policy_free(other);
     sluice_clock_free(c);
 }
@@ -358,7 +368,7 @@ static int ref_fresh(sluice_limiter *l, int64_t now_ms) {
  * must be explained by one). Returns the number of explained differences. */
 static long run_trace(uint64_t seed, const char *url, int evict, long steps, int collide) {
     sluice_policy *pol[N_SPECS];
-    for (size_t i = 0; i < N_SPECS; i++) pol[i] = policy(i % 2 ? "odd" : "even", specs[i]);
+    for (size_t i = 0; i < N_SPECS; i++) pol[i] = policy_i(i, specs[i]);
     sluice_store *s = open_store(url, NULL);
     if (!s) return -1;
     if (collide) sluice__memory_store_collide(s);
@@ -764,7 +774,7 @@ TEST(counts_exact_when_a_thread_decides_while_exiting) {
 TEST_MAIN(per_key_state_is_independent, keys_are_binary_safe, bad_urls_and_options,
           full_store_refuses_new_keys_changing_nothing, full_store_evicts_least_recently_used,
           eviction_spares_the_key_in_use, new_key_fresh_soonest_is_forgotten_not_an_older_key_evicted,
-          changed_policy_starts_fresh, differential_lossless_forgetting, differential_forced_eviction,
+          changed_configuration_keeps_usage, differential_lossless_forgetting, differential_forced_eviction,
           differential_all_keys_collide, refuse_is_exact_for_held_keys,
           keys_alike_in_their_first_word_stay_apart, acquire_many_equals_one_acquire_at_each,
           threads_race_first_request_on_one_key,

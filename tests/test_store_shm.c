@@ -176,7 +176,7 @@ typedef struct {
 
 static void refs_init(trace_refs *r) {
     for (size_t i = 0; i < N_SPECS; i++) {
-        r->pol[i] = policy(i % 2 ? "odd" : "even", specs[i]);
+        r->pol[i] = policy_i(i, specs[i]);
         for (size_t k = 0; k < N_KEYS; k++) sluice_limiter_new_policy(r->pol[i], NULL, &r->ref[i][k]);
     }
 }

@@ -67,6 +67,7 @@ static log_view log_at(const sluice__params *p, const sluice__state *s, int64_t 
 static void log_fill(const sluice__params *p, int64_t used, int64_t newest_ms, int64_t now_ms,
                      sluice_decision *d) {
     d->enforced = true;
+    d->shadow_denied = false;
     d->part = 0;
     d->limit = p->limit;
     d->remaining = p->limit - used;

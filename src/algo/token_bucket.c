@@ -16,6 +16,7 @@ static sluice__i128 ceil_div128(sluice__i128 a, int64_t b) {
 static void gcra_far(const sluice__params *p, sluice__i128 b, int64_t cost, sluice_decision *d) {
     d->part = 0;
     d->enforced = true;
+    d->shadow_denied = false;
     d->limit = p->limit;
     d->allowed = false;
     d->remaining = 0;
@@ -44,6 +45,7 @@ void sluice__gcra_peek(const sluice__params *p, const sluice__state *s, int64_t 
     if (b < 0) b = 0;
     d->allowed = false;
     d->enforced = true;
+    d->shadow_denied = false;
     d->part = 0;
     d->limit = p->limit;
     d->remaining = b <= p->tau ? (int64_t)((p->tau - b) / p->p) : 0;

@@ -65,7 +65,9 @@ typedef struct entry {
         uint8_t *heap;         /* keys longer than INLINE_KEY                  */
     } key;
     uint32_t hash;     /* low 32 bits of the key's hash; when free: next free + 1 */
-    uint16_t policy;   /* registry id + 1; 0: the entry is free               */
+    uint16_t policy;   /* registry id + 1 of the configuration it is kept by;
+                          0: the entry is free                              */
+    uint16_t name;     /* its policy's name id + 1 (a key is found by name) */
     uint16_t key_len;
     uint8_t ref;       /* CLOCK: decided since the eviction hand last passed  */
     _Atomic uint8_t busy; /* the entry's lock: guards every field above      */
@@ -76,7 +78,9 @@ _Static_assert(sizeof(entry) == 48, "an entry is 48 bytes");
 typedef struct shard {
     _Alignas(64) sluice__lock lock; /* guards the table's shape: below        */
     int64_t now_ms;        /* the highest reading a key was forgotten at      */
-    int64_t next_fresh_ms; /* no key here is fresh before this reading        */
+    /* no key here is fresh before this reading: lowered (atomically) by
+     * whatever makes a key fresh sooner, a new key, a refund, a retune */
+    _Atomic int64_t next_fresh_ms;
     uint32_t cap, count;
     uint32_t top;          /* entries [top, cap) were never used              */
     uint32_t free_head;    /* free entry + 1, linked through entry.hash       */
@@ -91,11 +95,15 @@ typedef struct shard {
  * threads deciding on different keys write no line in common. */
 typedef struct {
     _Alignas(64) atomic_llong allowed;
-    atomic_llong denied;
+    atomic_llong denied, shadow_denied;
 } stripe;
 
 typedef struct {
     sluice_policy policy; /* a copy: entries are read with its algorithms */
+    uint32_t name_id;     /* the id of the first policy met of this name: the
+                             keys of every configuration of one name are one
+                             key each (hashed and found by it), converted
+                             when another configuration meets them */
     int inline_state;     /* one part whose state fits in entry.st.word  */
     int gcra;             /* that part is a bucket, decided inline: 1 when
                              it delays (a shaper), else 0; -1: no bucket  */
@@ -115,11 +123,23 @@ typedef struct {
     stripe stripes[SLUICE__STRIPES + 1]; /* [SLUICE__STRIPES]: shared, added to atomically */
 } memory_store;
 
+static void count(atomic_llong *c, unsigned stripe_index) {
+    if (stripe_index == SLUICE__STRIPES) atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
+    else atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
+}
+
 static void count_decision(memory_store *m, const sluice_decision *d) {
     unsigned i = sluice__stripe();
-    atomic_llong *c = d->allowed ? &m->stripes[i].allowed : &m->stripes[i].denied;
-    if (i == SLUICE__STRIPES) atomic_fetch_add_explicit(c, 1, memory_order_relaxed);
-    else atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
+    count(d->allowed ? &m->stripes[i].allowed : &m->stripes[i].denied, i);
+    if (d->shadow_denied) count(&m->stripes[i].shadow_denied, i);
+}
+
+/* No key of sh is fresh before at_ms any more (next_fresh_ms, lowered). */
+static void fresh_by(shard *sh, int64_t at_ms) {
+    int64_t n = atomic_load_explicit(&sh->next_fresh_ms, memory_order_relaxed);
+    while (at_ms < n && !atomic_compare_exchange_weak_explicit(&sh->next_fresh_ms, &n, at_ms, memory_order_relaxed,
+                                                               memory_order_relaxed)) {
+    }
 }
 
 /* ---- an entry's lock: held for one decision, or while the table's shape
@@ -140,18 +160,26 @@ static void entry_unlock(entry *e) {
 
 /* ---- policies ---- */
 
+static registered *reg(const memory_store *m, unsigned id) {
+    return sluice__policy_item(&m->policies, id);
+}
+
+/* (Called with the registry's lock held, before the item is added: its id
+ * is the registry's count.) */
 static int registered_init(void *item, void *ctx) {
     registered *r = item;
-    (void)ctx;
+    const memory_store *m = ctx;
+    r->name_id = m->policies.n;
+    for (unsigned i = 0; i < m->policies.n; i++)
+        if (strcmp(reg(m, i)->policy.name, r->policy.name) == 0) {
+            r->name_id = reg(m, i)->name_id;
+            break;
+        }
     const sluice__algo *a = r->policy.algo[0];
     r->inline_state = r->policy.n_parts == 1 && a->state_bytes <= sizeof(sluice__i128) &&
                       !(a->flags & SLUICE__ALGO_GROWS);
     r->gcra = r->policy.n_parts == 1 && (a->flags & SLUICE__ALGO_GCRA) ? (a->flags & SLUICE__ALGO_DELAYS) != 0 : -1;
     return 0;
-}
-
-static registered *reg(const memory_store *m, unsigned id) {
-    return sluice__policy_item(&m->policies, id);
 }
 
 /* ---- entries ---- */
@@ -166,14 +194,7 @@ static sluice__state *parts_of(const registered *r, entry *e, sluice__state *tmp
 static int64_t entry_reset_ms(const memory_store *m, entry *e, int64_t now_ms) {
     const registered *r = reg(m, e->policy - 1u);
     sluice__state tmp;
-    sluice__state *st = parts_of(r, e, &tmp);
-    int64_t reset = 0;
-    for (size_t i = 0; i < r->policy.n_parts; i++) {
-        sluice_decision d;
-        r->policy.algo[i]->peek(&r->policy.params[i], &st[i], now_ms, &d);
-        if (d.reset_ms > reset) reset = d.reset_ms;
-    }
-    return reset;
+    return sluice__policy_reset_ms(&r->policy, parts_of(r, e, &tmp), now_ms);
 }
 
 static int entry_fresh(const memory_store *m, entry *e, int64_t now_ms) {
@@ -216,8 +237,8 @@ static void key_ref_init(key_ref *k, const void *key, size_t len) {
     if (len <= INLINE_KEY) sluice__key_words(key, len, k->pad);
 }
 
-static int holds_key(const entry *e, uint64_t h, unsigned pid, const key_ref *k) {
-    if (e->hash != (uint32_t)h || e->policy != pid + 1 || e->key_len != k->len) return 0;
+static int holds_key(const entry *e, uint64_t h, unsigned nid, const key_ref *k) {
+    if (e->hash != (uint32_t)h || e->name != nid + 1 || e->key_len != k->len) return 0;
     if (k->len > INLINE_KEY) return memcmp(e->key.heap, k->bytes, k->len) == 0;
     uint64_t w[INLINE_KEY / 8];
     memcpy(w, e->key.bytes, sizeof w);
@@ -237,7 +258,7 @@ static void slot_set(shard *sh, uint32_t i, uint32_t v) {
  * again under the shard's lock, where the answer is exact). An entry is
  * checked under its own lock, so one freed or reused meanwhile is never
  * taken for the key. */
-static entry *find_locked(shard *sh, uint64_t h, unsigned pid, const key_ref *k) {
+static entry *find_locked(shard *sh, uint64_t h, unsigned nid, const key_ref *k) {
     uint32_t tag = TAG(h);
     for (uint32_t i = (uint32_t)h & sh->mask;; i = (i + 1) & sh->mask) {
         uint32_t v = slot_at(sh, i);
@@ -245,7 +266,7 @@ static entry *find_locked(shard *sh, uint64_t h, unsigned pid, const key_ref *k)
         if ((v >> 24) != tag) continue;
         entry *e = &sh->entries[SLOT_ENTRY(v)];
         entry_lock(e);
-        if (holds_key(e, h, pid, k)) return e;
+        if (holds_key(e, h, nid, k)) return e;
         entry_unlock(e);
     }
 }
@@ -284,7 +305,7 @@ static void remove_entry(const memory_store *m, shard *sh, entry *e) {
  * it nothing is looked at. */
 static int make_room(memory_store *m, shard *sh, int64_t now_ms) {
     int freed = 0;
-    if (now_ms < sh->next_fresh_ms) goto none_fresh;
+    if (now_ms < atomic_load_explicit(&sh->next_fresh_ms, memory_order_relaxed)) goto none_fresh;
     sh->now_ms = now_ms; /* keys forgotten now: no later first request is earlier */
     for (uint32_t k = 0; k < SWEEP && k < sh->cap; k++) {
         entry *e = &sh->entries[sh->sweep_hand];
@@ -299,7 +320,9 @@ static int make_room(memory_store *m, shard *sh, int64_t now_ms) {
         }
     }
     if (freed) return 0;
-    /* none near the hand: look at all, and learn when the next one is due */
+    /* none near the hand: look at all, and learn when the next one is due
+     * (what a refund lowers it to meanwhile counts too) */
+    atomic_store_explicit(&sh->next_fresh_ms, INT64_MAX, memory_order_relaxed);
     int64_t next = INT64_MAX;
     for (uint32_t i = 0; i < sh->cap; i++) {
         entry *e = &sh->entries[i];
@@ -314,7 +337,7 @@ static int make_room(memory_store *m, shard *sh, int64_t now_ms) {
         if (reset > 0 && now_ms + reset < next) next = now_ms + reset;
         entry_unlock(e);
     }
-    sh->next_fresh_ms = next;
+    fresh_by(sh, next);
     if (freed) return 0;
 none_fresh:
     if (m->on_full == SLUICE_ON_FULL_REFUSE) {
@@ -337,13 +360,29 @@ none_fresh:
     }
 }
 
-/* Adds a fresh entry for the key (which is not there). */
 static void free_parts(const registered *r, sluice__state *parts) {
     for (size_t i = 0; parts && i < r->policy.n_parts; i++)
         if (r->policy.algo[i]->release) r->policy.algo[i]->release(&parts[i]);
     free(parts);
 }
 
+/* Fresh states on the heap for r (NULL for one kept inline), with room
+ * for a first admission. 0 or SLUICE_ENOMEM. */
+static int new_parts(const registered *r, sluice__state **out) {
+    sluice__state *parts = NULL;
+    *out = NULL;
+    if (r->inline_state) return 0;
+    int rc = (parts = calloc(r->policy.n_parts, sizeof *parts)) ? 0 : SLUICE_ENOMEM;
+    for (size_t i = 0; rc == 0 && i < r->policy.n_parts; i++) {
+        r->policy.algo[i]->init(&r->policy.params[i], &parts[i]);
+        if (r->policy.algo[i]->reserve) rc = r->policy.algo[i]->reserve(&r->policy.params[i], &parts[i]);
+    }
+    if (rc) free_parts(r, parts);
+    else *out = parts;
+    return rc;
+}
+
+/* Adds a fresh entry for the key (which is not there). */
 static int insert(memory_store *m, shard *sh, const registered *r, uint64_t h, unsigned pid,
                   const key_ref *k, int64_t now_ms, entry **out) {
     size_t len = k->len;
@@ -351,21 +390,13 @@ static int insert(memory_store *m, shard *sh, const registered *r, uint64_t h, u
     uint8_t *heap_key = NULL;
     sluice__state *parts = NULL;
     if (len > INLINE_KEY && !(heap_key = malloc(len))) return SLUICE_ENOMEM;
-    if (!r->inline_state) {
-        int rc = (parts = calloc(r->policy.n_parts, sizeof *parts)) ? 0 : SLUICE_ENOMEM;
-        for (size_t i = 0; rc == 0 && i < r->policy.n_parts; i++) {
-            r->policy.algo[i]->init(&r->policy.params[i], &parts[i]);
-            if (r->policy.algo[i]->reserve) /* room for the first admission */
-                rc = r->policy.algo[i]->reserve(&r->policy.params[i], &parts[i]);
-        }
-        if (rc) {
-            free_parts(r, parts);
-            free(heap_key);
-            return rc;
-        }
+    int rc = new_parts(r, &parts);
+    if (rc) {
+        free(heap_key);
+        return rc;
     }
     if (sh->count == sh->cap) {
-        int rc = make_room(m, sh, now_ms);
+        rc = make_room(m, sh, now_ms);
         if (rc) {
             free_parts(r, parts);
             free(heap_key);
@@ -383,6 +414,7 @@ static int insert(memory_store *m, shard *sh, const registered *r, uint64_t h, u
     entry_lock(e); /* a lookup that saw it before it was freed may hold it */
     e->hash = (uint32_t)h;
     e->policy = (uint16_t)(pid + 1);
+    e->name = (uint16_t)(r->name_id + 1);
     e->key_len = (uint16_t)len;
     e->ref = 1;
     if (heap_key) {
@@ -408,11 +440,11 @@ static int insert(memory_store *m, shard *sh, const registered *r, uint64_t h, u
 
 /* ---- decisions ---- */
 
-static uint64_t key_hash(const memory_store *m, unsigned pid, const key_ref *k) {
+static uint64_t key_hash(const memory_store *m, unsigned nid, const key_ref *k) {
     if (m->collide) return 0;
     if (k->len <= 16 && m->aes)
-        return sluice__aeshash16_words(m->seed + 2, pid + 1, k->pad[0], k->pad[1], k->len);
-    uint64_t sk[2] = {m->seed[0] ^ ((uint64_t)(pid + 1) * UINT64_C(0x9e3779b97f4a7c15)), m->seed[1]};
+        return sluice__aeshash16_words(m->seed + 2, nid + 1, k->pad[0], k->pad[1], k->len);
+    uint64_t sk[2] = {m->seed[0] ^ ((uint64_t)(nid + 1) * UINT64_C(0x9e3779b97f4a7c15)), m->seed[1]};
     return sluice__siphash13(sk, k->bytes, k->len);
 }
 
@@ -435,9 +467,32 @@ static int decide(registered *r, entry *e, int64_t cost, int64_t now_ms, sluice_
     return a->decide(pp, (sluice__state *)(void *)&e->st.word, now_ms, cost, d, 1);
 }
 
+/* Converts locked entry e, kept by another configuration of r's name, to
+ * r's (id pid): docs/semantics.md, "Retune". 0 or SLUICE_ENOMEM (e as it
+ * was). */
+static __attribute__((noinline, cold)) int convert(memory_store *m, shard *sh, entry *e, const registered *r,
+                                                   unsigned pid, int64_t now_ms) {
+    const registered *from = reg(m, e->policy - 1u);
+    sluice__state tmp, fresh, *parts;
+    int rc = new_parts(r, &parts);
+    if (rc) return rc;
+    if (!parts) r->policy.algo[0]->init(&r->policy.params[0], &fresh);
+    rc = sluice__policy_convert(&from->policy, parts_of(from, e, &tmp), &r->policy, parts ? parts : &fresh, now_ms);
+    if (rc) {
+        free_parts(r, parts);
+        return rc;
+    }
+    if (!from->inline_state) free_parts(from, e->st.parts);
+    if (parts) e->st.parts = parts;
+    else memcpy(&e->st.word, &fresh, sizeof e->st.word);
+    e->policy = (uint16_t)(pid + 1);
+    fresh_by(sh, now_ms + sluice__policy_reset_ms(&r->policy, parts ? parts : &fresh, now_ms));
+    return 0;
+}
+
 /* A request made ready to decide: its policy, key and where the key lives. */
 typedef struct {
-    unsigned pid;
+    unsigned pid, nid; /* the policy's id, its name's */
     registered *r;
     key_ref k;
     uint64_t h;
@@ -446,17 +501,19 @@ typedef struct {
 
 static inline __attribute__((always_inline)) int prepare(memory_store *m, const sluice_policy *p,
                                                          const void *key, size_t len, prepared *q) {
-    int rc = sluice__policy_set_id(&m->policies, &m->head, p, &q->pid, NULL);
+    uint32_t nid;
+    int rc = sluice__policy_set_id(&m->policies, &m->head, p, &q->pid, &nid);
     if (rc) return rc;
+    q->nid = nid;
     q->r = reg(m, q->pid);
     key_ref_init(&q->k, key, len);
-    q->h = key_hash(m, q->pid, &q->k);
+    q->h = key_hash(m, nid, &q->k);
     q->sh = &m->shards[m->shard_bits ? q->h >> (64 - m->shard_bits) : 0];
     return 0;
 }
 
 /* Decides q (passed by its fields, which then stay in registers). */
-static inline __attribute__((always_inline)) int acquire_prepared(memory_store *m, unsigned pid,
+static inline __attribute__((always_inline)) int acquire_prepared(memory_store *m, unsigned pid, unsigned nid,
                                                                   registered *r, const key_ref *kp,
                                                                   uint64_t h, shard *sh, int64_t cost,
                                                                   int64_t now_ms, sluice_decision *d) {
@@ -467,12 +524,12 @@ static inline __attribute__((always_inline)) int acquire_prepared(memory_store *
     now_ms = sluice__store_time(&m->now_ms, now_ms);
     /* a key held: its entry's lock alone; else the shard's, to add it */
     int is_new = 0, shard_held = 0;
-    entry *e = find_locked(sh, h, pid, kp);
+    entry *e = find_locked(sh, h, nid, kp);
     if (!e) {
         sluice__lock_take(&sh->lock);
         shard_held = 1;
         if (now_ms < sh->now_ms) now_ms = sh->now_ms; /* never before a forgetting */
-        e = find_locked(sh, h, pid, kp);
+        e = find_locked(sh, h, nid, kp);
         if (e) {
             sluice__lock_give(&sh->lock);
             shard_held = 0;
@@ -484,6 +541,12 @@ static inline __attribute__((always_inline)) int acquire_prepared(memory_store *
             is_new = 1; /* the shard's lock stays held for its first decision */
         }
     }
+    if (__builtin_expect(e->policy != pid + 1, 0) && (rc = convert(m, sh, e, r, pid, now_ms)) != 0) {
+        entry_unlock(e);
+        if (shard_held) sluice__lock_give(&sh->lock);
+        sluice__store_errf(s, "out of memory");
+        return rc;
+    }
     rc = decide(r, e, cost, now_ms, d);
     if (is_new && (rc || !d->allowed)) { /* a failed first request leaves no trace */
         remove_entry(m, sh, e);
@@ -492,8 +555,8 @@ static inline __attribute__((always_inline)) int acquire_prepared(memory_store *
             e->ref = 1;
             count_decision(m, d);
             if (d->allowed) sluice__store_time_raise(&m->now_ms, now_ms);
-            if (is_new && now_ms + d->reset_ms < sh->next_fresh_ms)
-                sh->next_fresh_ms = now_ms + d->reset_ms;
+            if (is_new) /* a shadow part may be fresh later than the decision says */
+                fresh_by(sh, now_ms + (r->policy.n_shadow ? entry_reset_ms(m, e, now_ms) : d->reset_ms));
         }
         entry_unlock(e);
     }
@@ -508,7 +571,58 @@ static int mem_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     memory_store *m = (memory_store *)s;
     prepared q;
     int rc = prepare(m, p, key, len, &q);
-    return rc ? rc : acquire_prepared(m, q.pid, q.r, &q.k, q.h, q.sh, cost, now_ms, d);
+    return rc ? rc : acquire_prepared(m, q.pid, q.nid, q.r, &q.k, q.h, q.sh, cost, now_ms, d);
+}
+
+/* The decision a fresh state of r gives cost at now_ms (a key not held). */
+static void fresh_peek(const registered *r, int64_t cost, int64_t now_ms, sluice_decision *d) {
+    sluice__state st[SLUICE_POLICY_MAX_PARTS];
+    for (size_t i = 0; i < r->policy.n_parts; i++) r->policy.algo[i]->init(&r->policy.params[i], &st[i]);
+    sluice__policy_peek(&r->policy, st, now_ms, cost, d);
+}
+
+/* Peek, refund, reset: the key's entry found as a decision finds it (none
+ * is ever added), converted when another configuration of the name keeps
+ * it; a reset removes it under the shard's lock. Nothing moves store time. */
+static int mem_operate_at(sluice_store *s, const sluice_policy *p, const void *key, size_t len, sluice__verb verb,
+                          int64_t cost, int64_t now_ms, sluice_decision *d) {
+    memory_store *m = (memory_store *)s;
+    prepared q;
+    int rc = prepare(m, p, key, len, &q);
+    if (rc) return rc;
+    int64_t reading_ms = now_ms;
+    now_ms = sluice__store_time(&m->now_ms, now_ms);
+    entry *e = verb == SLUICE__VERB_RESET ? NULL : find_locked(q.sh, q.h, q.nid, &q.k);
+    if (!e) { /* under the shard's lock the answer is exact */
+        sluice__lock_take(&q.sh->lock);
+        if (now_ms < q.sh->now_ms) now_ms = q.sh->now_ms;
+        e = find_locked(q.sh, q.h, q.nid, &q.k);
+        if (e && verb == SLUICE__VERB_RESET) {
+            remove_entry(m, q.sh, e);
+            e = NULL;
+        }
+        sluice__lock_give(&q.sh->lock);
+    }
+    if (e && e->policy != q.pid + 1 && (rc = convert(m, q.sh, e, q.r, q.pid, now_ms)) != 0) {
+        entry_unlock(e);
+        sluice__store_errf(s, "out of memory");
+        return rc;
+    }
+    int64_t asked = verb == SLUICE__VERB_PEEK ? cost : 1;
+    if (!e) {
+        fresh_peek(q.r, asked, now_ms, d);
+    } else {
+        sluice__state tmp, *st = parts_of(q.r, e, &tmp);
+        if (verb == SLUICE__VERB_REFUND) {
+            sluice__policy_refund(&q.r->policy, st, now_ms, cost);
+            if (st == &tmp) memcpy(&e->st.word, &tmp, sizeof e->st.word);
+            fresh_by(q.sh, now_ms + sluice__policy_reset_ms(&q.r->policy, st, now_ms));
+        }
+        sluice__policy_peek(&q.r->policy, st, now_ms, asked, d);
+        entry_unlock(e);
+    }
+    sluice__decision_lag(d, now_ms - reading_ms);
+    return 0;
 }
 
 /* A batch, decided in order as one acquire_at each, BATCH requests at a
@@ -538,7 +652,7 @@ static void mem_acquire_many(sluice_store *s, const sluice_request *reqs, size_t
         }
         for (size_t i = 0; i < g; i++)
             if (!results[base + i])
-                results[base + i] = acquire_prepared(m, q[i].pid, q[i].r, &q[i].k, q[i].h, q[i].sh,
+                results[base + i] = acquire_prepared(m, q[i].pid, q[i].nid, q[i].r, &q[i].k, q[i].h, q[i].sh,
                                                      reqs[base + i].cost, now_ms, &out[base + i]);
     }
 }
@@ -551,6 +665,7 @@ static void mem_stats(sluice_store *s, sluice_stats *out) {
     for (int i = 0; i <= SLUICE__STRIPES; i++) {
         out->allowed += atomic_load_explicit(&m->stripes[i].allowed, memory_order_relaxed);
         out->denied += atomic_load_explicit(&m->stripes[i].denied, memory_order_relaxed);
+        out->shadow_denied += atomic_load_explicit(&m->stripes[i].shadow_denied, memory_order_relaxed);
     }
     for (size_t i = 0; i < ((size_t)1 << m->shard_bits); i++) {
         shard *sh = &m->shards[i];
@@ -607,6 +722,8 @@ static int mem_open(const sluice__store_config *cfg, sluice_store **out, char *e
     atomic_init(&m->now_ms, SLUICE_TIME_MIN_MS);
     m->policies.item_size = sizeof(registered);
     m->policies.init = registered_init;
+    m->policies.ctx = m;
+    m->policies.word_offset = offsetof(registered, name_id);
     sluice__random_words(m->seed, sizeof m->seed / sizeof m->seed[0]);
     m->aes = sluice__aeshash_available();
     unsigned bits = 0;
@@ -620,7 +737,7 @@ static int mem_open(const sluice__store_config *cfg, sluice_store **out, char *e
     for (size_t i = 0; i < n; i++) {
         shard *sh = &m->shards[i];
         sh->cap = (uint32_t)(max_keys / (int64_t)n + ((int64_t)i < max_keys % (int64_t)n));
-        sh->next_fresh_ms = INT64_MIN;
+        atomic_init(&sh->next_fresh_ms, INT64_MIN);
         sh->now_ms = SLUICE_TIME_MIN_MS;
         uint32_t slots = 2;
         while (slots < 2 * (uint64_t)sh->cap) slots *= 2;
@@ -646,7 +763,7 @@ int sluice__memory_store_holds(sluice_store *s, const sluice_policy *p, const vo
     prepared q;
     if (prepare(m, p, key, len, &q)) return 0;
     sluice__lock_take(&q.sh->lock);
-    entry *e = find_locked(q.sh, q.h, q.pid, &q.k);
+    entry *e = find_locked(q.sh, q.h, q.nid, &q.k);
     if (e) entry_unlock(e);
     sluice__lock_give(&q.sh->lock);
     return e != NULL;
@@ -660,6 +777,7 @@ const sluice__store_ops sluice__memory_store = {
     .open = mem_open,
     .acquire_at = mem_acquire_at,
     .acquire_many = mem_acquire_many,
+    .operate_at = mem_operate_at,
     .stats = mem_stats,
     .close = mem_close,
 };

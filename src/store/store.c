@@ -68,6 +68,51 @@ int sluice_store_acquire_at(sluice_store *s, const sluice_policy *p, const void 
     return s->ops->acquire_at(s, p, key, key_len, cost, now_ms, out);
 }
 
+/* The verbs: the same checks as a decision's (a reset has no cost), then
+ * the kind's operate_at, with a decision to fill when the caller gave
+ * none. */
+static int operate(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len, sluice__verb verb,
+                   int64_t cost, int64_t now_ms, sluice_decision *out) {
+    if (!s) return SLUICE_EINVAL;
+    if (!out && verb == SLUICE__VERB_PEEK) {
+        sluice__store_errf(s, "decision is NULL");
+        return SLUICE_EINVAL;
+    }
+    int64_t checked_cost = verb == SLUICE__VERB_RESET ? 1 : cost;
+    if (!request_ok(p, key, key_len, checked_cost, now_ms))
+        return check_request(s, p, key, key_len, checked_cost, now_ms);
+    sluice_decision ignored;
+    return s->ops->operate_at(s, p, key, key_len, verb, cost, now_ms, out ? out : &ignored);
+}
+
+int sluice_store_peek_at(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len, int64_t cost,
+                         int64_t now_ms, sluice_decision *out) {
+    return operate(s, p, key, key_len, SLUICE__VERB_PEEK, cost, now_ms, out);
+}
+
+int sluice_store_peek(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len, int64_t cost,
+                      sluice_decision *out) {
+    if (!s) return SLUICE_EINVAL;
+    return sluice_store_peek_at(s, p, key, key_len, cost, sluice_clock_now_ms(s->clock), out);
+}
+
+int sluice_store_refund_at(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len, int64_t cost,
+                           int64_t now_ms, sluice_decision *out) {
+    return operate(s, p, key, key_len, SLUICE__VERB_REFUND, cost, now_ms, out);
+}
+
+int sluice_store_refund(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len, int64_t cost,
+                        sluice_decision *out) {
+    if (!s) return SLUICE_EINVAL;
+    return sluice_store_refund_at(s, p, key, key_len, cost, sluice_clock_now_ms(s->clock), out);
+}
+
+int sluice_store_reset(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                       sluice_decision *out) {
+    if (!s) return SLUICE_EINVAL;
+    return operate(s, p, key, key_len, SLUICE__VERB_RESET, 0, sluice_clock_now_ms(s->clock), out);
+}
+
 typedef struct {
     sluice_store *s;
     const sluice_policy *p;
@@ -126,6 +171,7 @@ int sluice_store_acquire_many(sluice_store *s, const sluice_request *reqs, size_
 static int same_policy(const sluice_policy *a, const sluice_policy *b) {
     if (strcmp(a->name, b->name) != 0 || a->n_parts != b->n_parts) return 0;
     for (size_t i = 0; i < a->n_parts; i++) {
+        if (a->shadow[i] != b->shadow[i]) return 0;
         const sluice_config *x = &a->parts[i], *y = &b->parts[i];
         if (x->algorithm != y->algorithm || x->limit != y->limit || x->rate != y->rate ||
             x->period_ms != y->period_ms)

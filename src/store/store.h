@@ -19,7 +19,7 @@
  * (libsluice-redis) carries the one it was built with, first in its table,
  * and is refused unless it is this one (so two libraries of different
  * versions never misread each other's structs). */
-#define SLUICE__STORE_INTERFACE 2
+#define SLUICE__STORE_INTERFACE 3
 
 /* ---- URL parameters: each kind declares the ones it takes ---- */
 
@@ -69,6 +69,9 @@ typedef struct {
     size_t text_len[SLUICE__PARAMS_MAX];
 } sluice__store_config;
 
+/* The verbs beside acquire (sluice_store_peek, _refund, _reset). */
+typedef enum { SLUICE__VERB_PEEK = 1, SLUICE__VERB_REFUND, SLUICE__VERB_RESET } sluice__verb;
+
 typedef struct sluice__store_ops {
     uint32_t version; /* SLUICE__STORE_INTERFACE: first, read before anything else */
     const char *scheme;
@@ -79,6 +82,10 @@ typedef struct sluice__store_ops {
     /* Arguments are checked (key length, cost, reading) before this is called. */
     int (*acquire_at)(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
                       int64_t cost, int64_t now_ms, sluice_decision *out);
+    /* A verb on a key, arguments checked as for acquire_at (a reset's cost
+     * is 0, its now_ms the store clock's reading); out is never NULL. */
+    int (*operate_at)(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                      sluice__verb verb, int64_t cost, int64_t now_ms, sluice_decision *out);
     /* Fills out as far as it knows; a store that cannot count its keys (a
      * remote one whose server does not answer) sets keys to -1 and says
      * why in the store's message: sluice_store_stats is then SLUICE_ESTORE. */
