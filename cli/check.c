@@ -63,12 +63,6 @@ static const cli_command check_command = {
         CLI_OPT_MANUAL_CLOCK,
     CLI_TAKES_KEY, 0, NULL};
 
-static int policy_has_leaky_bucket(const sluice_policy *p) {
-    for (size_t i = 0; i < sluice_policy_n_parts(p); i++)
-        if (sluice_policy_part(p, i)->algorithm == SLUICE_LEAKY_BUCKET) return 1;
-    return 0;
-}
-
 static void print_decision_line(const sluice_decision *d, int show_delay) {
     if (d->allowed)
         printf("allowed remaining=%" PRId64 " reset_ms=%" PRId64, d->remaining, d->reset_ms);
@@ -109,7 +103,7 @@ int cli_cmd_check(int argc, char **argv) {
         }
     }
     if (a.json) print_decision_json(&d);
-    else print_decision_line(&d, policy_has_leaky_bucket(s.policy));
+    else print_decision_line(&d, sluice_policy_delays(s.policy));
     cli_close(&s);
     if (cli_finish_stdout("check")) return 2;
     return d.allowed ? 0 : 1;

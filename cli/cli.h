@@ -134,12 +134,9 @@ int cli_open_store(const cli_args *a, cli_session *s, int existing_only);
 int cli_open(const cli_args *a, cli_session *s);
 void cli_close(cli_session *s);
 
-/* A store that could not be opened, on stderr: the library's message
- * msg (or rc's name), then tail. */
+/* A store that could not be opened, on stderr: "sluice CMD: MSG TAIL",
+ * msg being the library's message (which names the store), or rc's name. */
 void cli_store_error(const char *cmd, const char *url, const char *msg, int rc, const char *tail);
-/* For a shm: URL whose file would be in a directory that is not there: 2,
- * with the message saying so; else 0. */
-int cli_shm_dir_missing(const char *cmd, const char *url);
 /* A decision the store could not make (enforced false), on stderr: what
  * was done without counting, the store's reason, then tail; with --strict
  * the error it is then. */

@@ -78,56 +78,16 @@ static int default_store_url(const char *cmd, char *buf, size_t len, int existin
     return 0;
 }
 
-
 /* ---- what is said about a store ---- */
 
-/* The path of a shm: URL (up to its '?') in buf; 0, or -1 when url is not
- * shm: or the path does not fit. */
-static int shm_path(const char *url, char *buf, size_t len) {
-    size_t n = strncmp(url, "shm:", 4) == 0 ? strcspn(url + 4, "?") : 0;
-    if (n == 0 || n >= len) return -1;
-    memcpy(buf, url + 4, n);
-    buf[n] = 0;
-    return 0;
-}
-
-/* For a shm: URL whose file would be in a directory that is not there: 2,
- * with the message saying so (the library's open would only say "No such
- * file or directory" of the file); else 0. */
-int cli_shm_dir_missing(const char *cmd, const char *url) {
-    char path[CLI_URL_MAX];
-    struct stat st;
-    if (shm_path(url, path, sizeof path) != 0) return 0;
-    char *slash = strrchr(path, '/');
-    if (!slash) return 0;           /* the current directory */
-    if (slash == path) slash[1] = 0; /* "/" */
-    else *slash = 0;
-    if (stat(path, &st) != 0) {
-        if (errno != ENOENT && errno != ENOTDIR) return 0; /* e.g. no permission: the open says it */
-        fprintf(stderr, "sluice %s: store %s: directory %s does not exist\n", cmd, url, path);
-    } else if (!S_ISDIR(st.st_mode)) {
-        fprintf(stderr, "sluice %s: store %s: %s is not a directory\n", cmd, url, path);
-    } else {
-        return 0;
-    }
-    return 2;
-}
-
-/* After "store URL: " unless msg already names the store (its URL up to
- * '?', or a shm: path), so that nothing is said twice. */
+/* The library names the store first in what it says of one it could not
+ * open ("shm:/x.shm: ...", "redis://h:6379: ..."), but for a URL in which
+ * it found no store (malformed, of a scheme it does not know, or of a kind
+ * whose library cannot be loaded): those messages begin "store URL", and
+ * the URL is named here. */
 void cli_store_error(const char *cmd, const char *url, const char *msg, int rc, const char *tail) {
-    char base[CLI_URL_MAX];
-    size_t n = strcspn(url, "?");
-    if (!*msg) msg = sluice_strerror(rc);
-    if (n < sizeof base) {
-        memcpy(base, url, n);
-        base[n] = 0;
-        if (strstr(msg, base) || (shm_path(url, base, sizeof base) == 0 && strstr(msg, base))) {
-            fprintf(stderr, "sluice %s: %s%s\n", cmd, msg, tail);
-            return;
-        }
-    }
-    fprintf(stderr, "sluice %s: store %s: %s%s\n", cmd, url, msg, tail);
+    if (*msg && strncmp(msg, "store URL", 9) != 0) fprintf(stderr, "sluice %s: %s%s\n", cmd, msg, tail);
+    else fprintf(stderr, "sluice %s: store %s: %s%s\n", cmd, url, *msg ? msg : sluice_strerror(rc), tail);
 }
 
 void cli_print_bad_spec(const char *what, const char *spec, const char *err) {
@@ -144,6 +104,8 @@ void cli_print_bad_spec(const char *what, const char *spec, const char *err) {
 
 /* ---- opening ---- */
 
+#define NO_SUCH_FILE "no such file" /* the end of must_exist's message */
+
 /* Opens --trace-file, when given, as s->trace. 0 or 2. */
 int cli_open_trace(const cli_args *a, cli_session *s) {
     if (a->trace_path && !(s->trace = fopen(a->trace_path, "w"))) {
@@ -156,13 +118,11 @@ int cli_open_trace(const cli_args *a, cli_session *s) {
 /* Parses --name and --policy, and checks --cost against the policy. 0 or 2. */
 int cli_open_policy(const cli_args *a, cli_session *s) {
     char err[256], what[64];
-    sluice_policy *probe = NULL;
     /* the name alone first, so that a bad name is not reported as a bad SPEC */
-    if (sluice_policy_parse(a->name, "fixed-window limit=1 window=1s", &probe, err, sizeof err) != SLUICE_OK) {
+    if (sluice_policy_name_check(a->name, err, sizeof err) != SLUICE_OK) {
         fprintf(stderr, "sluice %s: bad --name '%s': %s\n", a->cmd->name, a->name, err);
         return 2;
     }
-    sluice_policy_free(probe);
     if (sluice_policy_parse(a->name, a->spec, &s->policy, err, sizeof err) != SLUICE_OK) {
         snprintf(what, sizeof what, "sluice %s: bad --policy SPEC", a->cmd->name);
         cli_print_bad_spec(what, a->spec, err);
@@ -177,28 +137,16 @@ int cli_open_policy(const cli_args *a, cli_session *s) {
     return 0;
 }
 
-/* Whether url is a shm: store whose file is not there. */
-static int shm_file_missing(const char *url) {
-    char path[CLI_URL_MAX];
-    struct stat sb;
-    return shm_path(url, path, sizeof path) == 0 && stat(path, &sb) != 0 && errno == ENOENT;
-}
-
-/* Opens the store (and the manual clock when asked for). 0 or 2. With
- * existing_only, a shm file that is not there is an error, not made (a
- * command that only reads: a typo in a path would show an empty store,
- * and leave a file behind). */
+/* With existing_only, a store file that is not there is an error, not
+ * made (a command that only reads: a typo in a path would show an empty
+ * store, and leave a file behind). */
 int cli_open_store(const cli_args *a, cli_session *s, int existing_only) {
-    char err[256];
+    char err[512];
     sluice_store_options opts = SLUICE_STORE_OPTIONS_INIT;
     if (a->store_url) s->url = a->store_url;
     else if (default_store_url(a->cmd->name, s->url_buf, sizeof s->url_buf, existing_only) != 0) return 2;
     else s->url = s->url_buf;
-    if (cli_shm_dir_missing(a->cmd->name, s->url)) return 2;
-    if (existing_only && shm_file_missing(s->url)) {
-        fprintf(stderr, "sluice %s: store %s: no such file (check, run and pipe create it)\n", a->cmd->name, s->url);
-        return 2;
-    }
+    opts.must_exist = existing_only != 0;
     if (a->seen & CLI_OPT_MANUAL_CLOCK) {
         if (!(s->manual = sluice_clock_manual_new(a->manual_start_ms))) {
             fprintf(stderr, "sluice %s: out of memory\n", a->cmd->name);
@@ -212,7 +160,10 @@ int cli_open_store(const cli_args *a, cli_session *s, int existing_only) {
     s->clock = s->manual ? s->manual : sluice_clock_monotonic();
     int rc = sluice_store_open_err(s->url, &opts, &s->store, err, sizeof err);
     if (rc != SLUICE_OK) {
-        cli_store_error(a->cmd->name, s->url, err, rc, "");
+        /* must_exist's "no such file" (sluice.h): say which commands make one */
+        size_t n = strlen(err), k = strlen(NO_SUCH_FILE);
+        int missing = existing_only && rc == SLUICE_EINVAL && n >= k && strcmp(err + n - k, NO_SUCH_FILE) == 0;
+        cli_store_error(a->cmd->name, s->url, err, rc, missing ? " (check, run and pipe create it)" : "");
         return 2;
     }
     return 0;

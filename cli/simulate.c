@@ -68,8 +68,8 @@ static const char simulate_help[] =
     "  --policy SPEC      the policy (or SPEC as an argument)\n"
     "  --store URL        where the per-key states live (default memory:), e.g.\n"
     "                     'memory:?max_keys=1000&on_full=refuse' or\n"
-    "                     'redis://127.0.0.1:6379' (clock=client is added, so\n"
-    "                     Redis decides at the trace's times)\n"
+    "                     'redis://127.0.0.1:6379' (clock=client is the default,\n"
+    "                     so Redis decides at the trace's times)\n"
     "  --allow-backwards  accept times that decrease. A store's time never runs\n"
     "                     backwards: an earlier time is decided at the highest\n"
     "                     time a request was admitted at, and its waits are\n"
@@ -262,19 +262,14 @@ static void sim_print(const cli_args *a, const sim_request *q, const sluice_deci
 /* ---- the command ---- */
 
 /* Opens the store of a: 0, or 2 with a message. A remote store decides at
- * the trace's times only in client-clock mode: it is asked for unless the
- * URL says otherwise. */
+ * the trace's times (caller_clock: Redis's clock=client) unless the URL
+ * says otherwise. */
 static int sim_open_store(const cli_args *a, const sluice_clock *clk, sluice_store **store) {
-    char err[256], url[CLI_URL_MAX];
+    char err[512];
     sluice_store_options opts = SLUICE_STORE_OPTIONS_INIT;
     opts.clock = clk; /* every reading is the line's time, for any kind of store */
-    const char *url_text = a->store_url;
-    if (!strncmp(a->store_url, "redis", 5) && !strstr(a->store_url, "clock=")) {
-        snprintf(url, sizeof url, "%s%sclock=client", a->store_url, strchr(a->store_url, '?') ? "&" : "?");
-        url_text = url;
-    }
-    if (cli_shm_dir_missing("simulate", a->store_url)) return 2;
-    int rc = sluice_store_open_err(url_text, &opts, store, err, sizeof err);
+    opts.caller_clock = true;
+    int rc = sluice_store_open_err(a->store_url, &opts, store, err, sizeof err);
     if (rc != SLUICE_OK) {
         cli_store_error("simulate", a->store_url, err, rc, "");
         return 2;

@@ -49,19 +49,10 @@ int cli_cmd_stats(int argc, char **argv) {
         return status;
     }
     int rc = sluice_store_stats(s.store, &st);
-    /* a remote store whose server cannot be reached: an error, however the
-     * library says it (SLUICE_ESTORE, or keys -1 from libraries before it
-     * did) */
-    if (rc == SLUICE_OK && st.keys == -1 && strncmp(sluice_store_kind(s.store), "redis", 5) == 0) {
-        rc = SLUICE_ESTORE;
-        if (!*sluice_store_errmsg(s.store)) {
-            fprintf(stderr, "sluice stats: store %s: the server cannot be reached (its keys are unknown)\n", s.url);
-            cli_close(&s);
-            return 2;
-        }
-    }
-    if (rc != SLUICE_OK) {
-        cli_store_error("stats", s.url, sluice_store_errmsg(s.store), rc, "");
+    if (rc != SLUICE_OK) { /* a remote store whose server cannot be reached (SLUICE_ESTORE) */
+        const char *msg = sluice_store_errmsg(s.store);
+        /* what the store says of a call names no store: this does */
+        fprintf(stderr, "sluice stats: store %s: %s\n", s.url, *msg ? msg : sluice_strerror(rc));
         cli_close(&s);
         return 2;
     }
