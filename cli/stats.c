@@ -10,8 +10,9 @@
 static const char stats_help[] =
     "usage: sluice stats [--store URL] [--json]\n"
     "\n"
-    "Prints the store it reads (a shm: file that is not there is an error: stats\n"
-    "makes no store), then its figures, one \"name: value\" per line:\n"
+    "Prints the store it reads (a shm: file that is not there, or was never set\n"
+    "up, is an error: stats makes no store), then its figures, one \"name: value\"\n"
+    "per line:\n"
     "  store       the store's URL (the default one unless --store)\n"
     "  keys        keys held now\n"
     "  capacity    the most keys it holds (max_keys)\n"
