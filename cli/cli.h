@@ -127,15 +127,16 @@ typedef struct {
 int cli_open_trace(const cli_args *a, cli_session *s);  /* --trace-file */
 int cli_open_policy(const cli_args *a, cli_session *s); /* --name, --policy; --cost against it */
 /* The store (--store, else the default one) and --manual-clock's clock.
- * With existing_only, a store file that is not there is an error, not
- * made (stats: a command that only reads). */
+ * With existing_only, a store file that is not there (or was never set
+ * up) is an error, not made (stats: a command that only reads). */
 int cli_open_store(const cli_args *a, cli_session *s, int existing_only);
 /* All three, in that order; the session closed on failure. */
 int cli_open(const cli_args *a, cli_session *s);
 void cli_close(cli_session *s);
 
 /* A store that could not be opened, on stderr: "sluice CMD: MSG TAIL",
- * msg being the library's message (which names the store), or rc's name. */
+ * msg being the library's message, which names the store (else this names
+ * url), or rc's name. */
 void cli_store_error(const char *cmd, const char *url, const char *msg, int rc, const char *tail);
 /* A decision the store could not make (enforced false), on stderr: what
  * was done without counting, the store's reason, then tail; with --strict
