@@ -5,7 +5,8 @@
  * that denied, since a part denies a cost n exactly when its remaining is
  * below n), and under its key, found in an open-addressing table (FNV-1a,
  * linear probing, at most half full). With --svg every decision is also kept
- * (16 bytes each) for the picture. The summary ranks keys by denials. */
+ * (16 bytes each) for the picture. The summary ranks keys by denials.
+ * Then bytes as strings, for every command: in JSON, and in messages. */
 #include "cli.h"
 
 #include <inttypes.h>
@@ -204,7 +205,7 @@ void cli_report_free(cli_report *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* ---- JSON strings ---- */
+/* ---- bytes as strings ---- */
 
 int cli_utf8_len(const unsigned char *s, size_t n) {
     int len = s[0] < 0x80 ? 1 : (s[0] & 0xe0) == 0xc0 ? 2 : (s[0] & 0xf0) == 0xe0 ? 3 : (s[0] & 0xf8) == 0xf0 ? 4 : 0;
@@ -228,4 +229,17 @@ void cli_put_json_bytes(FILE *f, const char *b, size_t n) {
         i += len ? (size_t)len : 1;
     }
     fputc('"', f);
+}
+
+void cli_put_quoted(FILE *f, const char *b, size_t n) {
+    enum { QUOTE_MAX = 64 };
+    fputc('"', f);
+    for (size_t i = 0; i < n && i < QUOTE_MAX; i++) {
+        unsigned char c = (unsigned char)b[i];
+        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
+        else if (c >= 0x20 && c < 0x7f) fputc(c, f);
+        else fprintf(f, "\\x%02x", c);
+    }
+    fputc('"', f);
+    if (n > QUOTE_MAX) fprintf(f, "... (%zu bytes)", n);
 }

@@ -206,20 +206,20 @@ once() { # NAME TEXT: TEXT occurs exactly once in $tmp/err
     n=$(grep -oF -- "$2" "$tmp/err" | wc -l)
     [[ $n -eq 1 ]] || fail "$1: '$2' appears $n times in: $(cat "$tmp/err")"
 }
-bad "check, store in a missing directory" "directory $tmp/no/such/dir does not exist" \
+bad "check, store in a missing directory" "shm:$tmp/no/such/dir/s.shm: the directory it would be in does not exist" \
     check k --policy "$P" --store "shm:$tmp/no/such/dir/s.shm"
 once "check, store in a missing directory" "$tmp/no/such/dir/s.shm"
-bad "stats, store in a missing directory" "directory $tmp/no/such does not exist" \
+bad "stats, store in a missing directory" "shm:$tmp/no/such/s.shm: the directory it would be in does not exist" \
     stats --store "shm:$tmp/no/such/s.shm?max_keys=10"
 once "stats, store in a missing directory" "$tmp/no/such/s.shm"
 printf 'x' >"$tmp/notdir"
-bad "check, store under a file" "$tmp/notdir is not a directory" check k --policy "$P" --store "shm:$tmp/notdir/s.shm"
+bad "check, store under a file" "shm:$tmp/notdir/s.shm: Not a directory" check k --policy "$P" --store "shm:$tmp/notdir/s.shm"
 touch "$tmp/open.shm" && chmod 644 "$tmp/open.shm"
 bad "check, a store file open to others" "open to others" check k --policy "$P" --store "shm:$tmp/open.shm"
 once "check, a store file open to others" "$tmp/open.shm"
 bad "simulate, a store file open to others" "open to others" simulate "$P" --store "shm:$tmp/open.shm"
 once "simulate, a store file open to others" "$tmp/open.shm"
-bad "simulate, store in a missing directory" "directory $tmp/no/such/dir does not exist" \
+bad "simulate, store in a missing directory" "shm:$tmp/no/such/dir/s.shm: the directory it would be in does not exist" \
     simulate "$P" --store "shm:$tmp/no/such/dir/s.shm"
 once "simulate, store in a missing directory" "$tmp/no/such/dir/s.shm"
 [[ -e "$tmp/no" ]] && fail "a store in a missing directory made it"
@@ -265,7 +265,7 @@ mine=$tmp/tmpdir/sluice-$(id -u)
 XDG_RUNTIME_DIR=$tmp/not-a-dir TMPDIR=$tmp/tmpdir "$SLUICE_BIN" stats >"$tmp/out" 2>"$tmp/err"
 rc=$?
 want "stats, fallback store (none yet)" 2 # stats makes no store: it says which one is not there
-grep -q "store shm:$mine/sluice.shm: directory $mine does not exist" "$tmp/err" ||
+grep -q "shm:$mine/sluice.shm: the directory it would be in does not exist" "$tmp/err" ||
     fail "stats, fallback store: $(cat "$tmp/err")"
 [[ -e $mine ]] && fail "stats made the fallback store's directory"
 XDG_RUNTIME_DIR=$tmp/not-a-dir TMPDIR=$tmp/tmpdir "$SLUICE_BIN" check f --policy "$P" --manual-clock 0 >"$tmp/out" 2>"$tmp/err"
