@@ -51,10 +51,7 @@ static const struct {
 };
 #define N_OPTIONS (sizeof options / sizeof options[0])
 
-static int usage_error(const cli_command *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-/* A message about the arguments, the usage line; returns 2. */
-static int usage_error(const cli_command *c, const char *fmt, ...) {
+int cli_usage_error(const cli_command *c, const char *fmt, ...) {
     va_list ap;
     fprintf(stderr, "sluice %s: ", c->name);
     va_start(ap, fmt);
@@ -117,7 +114,7 @@ static int set_option(cli_args *a, unsigned flag, const char *v) {
     case CLI_OPT_COST:
         rc = cli_parse_int64(v, strlen(v), 0, &a->cost);
         if (rc || a->cost < 1)
-            return usage_error(c, "--cost '%s' is not a positive integer%s", v, rc == -2 ? " (too large)" : "");
+            return cli_usage_error(c, "--cost '%s' is not a positive integer%s", v, rc == -2 ? " (too large)" : "");
         break;
     case CLI_OPT_JSON:
         a->json = 1;
@@ -133,14 +130,14 @@ static int set_option(cli_args *a, unsigned flag, const char *v) {
         a->wait_text = v;
         a->wait_ms = INT64_MAX; /* no limit: sluice_store_acquire_wait caps the deadline */
         if (v && (rc = parse_duration_ms(v, &a->wait_ms)) != 0)
-            return usage_error(c, "--wait=%s: %s", v,
-                               rc == -2 ? "too large"
-                                        : "expected a duration such as 500ms, 2s, 1m, 1h, 1d, or a number of ms");
+            return cli_usage_error(c, "--wait=%s: %s", v,
+                                   rc == -2 ? "too large"
+                                            : "expected a duration such as 500ms, 2s, 1m, 1h, 1d, or a number of ms");
         break;
     case CLI_OPT_UNIT:
         if (strcmp(v, "lines") == 0) a->unit_bytes = 0;
         else if (strcmp(v, "bytes") == 0) a->unit_bytes = 1;
-        else return usage_error(c, "--unit '%s': expected lines or bytes", v);
+        else return cli_usage_error(c, "--unit '%s': expected lines or bytes", v);
         break;
     case CLI_OPT_KEY:
         a->key = v;
@@ -156,7 +153,7 @@ static int set_option(cli_args *a, unsigned flag, const char *v) {
         if (!v) break;
         if (strcmp(v, "all") == 0) a->summary_top = 0;
         else if (cli_parse_int64(v, strlen(v), 0, &n) == 0 && n >= 1) a->summary_top = (size_t)n;
-        else return usage_error(c, "--summary=%s: expected a number of keys (1 or more) or all", v);
+        else return cli_usage_error(c, "--summary=%s: expected a number of keys (1 or more) or all", v);
         break;
     case CLI_OPT_SVG:
         a->svg_path = v;
@@ -164,14 +161,14 @@ static int set_option(cli_args *a, unsigned flag, const char *v) {
     case CLI_OPT_MANUAL_CLOCK:
         rc = cli_parse_int64(v, strlen(v), 1, &a->manual_start_ms);
         if (rc || a->manual_start_ms < SLUICE_TIME_MIN_MS || a->manual_start_ms > SLUICE_TIME_MAX_MS)
-            return usage_error(c, "--manual-clock '%s' is not a time in ms", v);
+            return cli_usage_error(c, "--manual-clock '%s' is not a time in ms", v);
         break;
     case CLI_OPT_TRACE_FILE:
         a->trace_path = v;
         break;
     case CLI_OPT_PROGRESS_AFTER_MS:
         if (cli_parse_int64(v, strlen(v), 0, &a->progress_after_ms) != 0)
-            return usage_error(c, "--progress-after-ms needs a number of ms");
+            return cli_usage_error(c, "--progress-after-ms needs a number of ms");
         break;
     }
     return 0;
@@ -185,17 +182,17 @@ static int option(const cli_command *c, int argc, char **argv, int *i, int key_p
     for (k = 0; k < N_OPTIONS; k++)
         if ((c->options & options[k].flag) && strlen(options[k].name) == n && strncmp(options[k].name, s, n) == 0)
             break;
-    if (k == N_OPTIONS) return usage_error(c, "unknown option '%.*s'", (int)n, s);
+    if (k == N_OPTIONS) return cli_usage_error(c, "unknown option '%.*s'", (int)n, s);
     const char *v = eq ? eq + 1 : NULL;
-    if (options[k].arg == ARG_NONE && v) return usage_error(c, "option %s takes no value", options[k].name);
+    if (options[k].arg == ARG_NONE && v) return cli_usage_error(c, "option %s takes no value", options[k].name);
     if (options[k].arg == ARG_REQUIRED && !v && *i + 1 < argc) v = argv[++*i];
     if (options[k].arg == ARG_REQUIRED && (!v || (options[k].nonempty && !*v)))
-        return usage_error(c, "option %s needs %s", options[k].name, options[k].needs);
-    if (a->seen & options[k].flag) return usage_error(c, "option %s is given twice", options[k].name);
+        return cli_usage_error(c, "option %s needs %s", options[k].name, options[k].needs);
+    if (a->seen & options[k].flag) return cli_usage_error(c, "option %s is given twice", options[k].name);
     if (options[k].flag == CLI_OPT_KEY && key_positional)
-        return usage_error(c, "KEY is given twice ('%s' and --key)", a->key);
+        return cli_usage_error(c, "KEY is given twice ('%s' and --key)", a->key);
     if (options[k].flag == CLI_OPT_POLICY && c->takes == CLI_TAKES_SPEC && a->spec)
-        return usage_error(c, "SPEC is given twice (as an argument and --policy)");
+        return cli_usage_error(c, "SPEC is given twice (as an argument and --policy)");
     a->seen |= options[k].flag;
     return set_option(a, options[k].flag, v);
 }
@@ -207,23 +204,23 @@ static int positional(const cli_command *c, char **argv, int i, int *key_positio
     int64_t ms;
     if (c->takes == CLI_TAKES_KEY && !a->key) {
         if (after_wait && parse_duration_ms(s, &ms) == 0)
-            return usage_error(c, "'%s' after --wait: a timeout is written --wait=%s (a KEY "
-                                  "that looks like a duration: give it first, or as --key)", s, s);
+            return cli_usage_error(c, "'%s' after --wait: a timeout is written --wait=%s (a KEY "
+                                      "that looks like a duration: give it first, or as --key)", s, s);
         a->key = s;
         *key_positional = 1;
     } else if (c->takes == CLI_TAKES_KEY && (a->seen & CLI_OPT_KEY)) {
-        return usage_error(c, "KEY is given twice (--key '%s' and '%s')", a->key, s);
+        return cli_usage_error(c, "KEY is given twice (--key '%s' and '%s')", a->key, s);
     } else if (c->takes == CLI_TAKES_SPEC && !a->spec) {
         a->spec = s;
     } else if (c->takes_command) {
-        return usage_error(c, "unexpected argument '%s'%s", s,
-                           after_wait ? ": a timeout is written --wait=TIMEOUT, e.g. --wait=2s"
-                                      : ": the command comes after '--'");
+        return cli_usage_error(c, "unexpected argument '%s'%s", s,
+                               after_wait ? ": a timeout is written --wait=TIMEOUT, e.g. --wait=2s"
+                                          : ": the command comes after '--'");
     } else {
-        return usage_error(c, "unexpected argument '%s'%s", s,
-                           c->takes == CLI_TAKES_KEY    ? " (one KEY only; quote SPEC as one argument)"
-                           : c->takes == CLI_TAKES_SPEC ? " (quote SPEC as one argument)"
-                                                        : "");
+        return cli_usage_error(c, "unexpected argument '%s'%s", s,
+                               c->takes == CLI_TAKES_KEY    ? " (one KEY only; quote SPEC as one argument)"
+                               : c->takes == CLI_TAKES_SPEC ? " (quote SPEC as one argument)"
+                                                            : "");
     }
     return 0;
 }
@@ -254,16 +251,16 @@ int cli_parse(const cli_command *c, int argc, char **argv, cli_args *a) {
         }
     }
     if (c->takes == CLI_TAKES_SPEC && !a->spec)
-        return usage_error(c, "missing SPEC, e.g. 'token-bucket capacity=2 rate=1/s'");
+        return cli_usage_error(c, "missing SPEC, e.g. 'token-bucket capacity=2 rate=1/s'");
     if ((c->options & CLI_OPT_POLICY) && !a->spec)
-        return usage_error(c, "missing --policy SPEC, e.g. --policy 'fixed-window limit=10 window=1m'");
-    if (c->takes == CLI_TAKES_KEY && !a->key) return usage_error(c, "missing KEY");
+        return cli_usage_error(c, "missing --policy SPEC, e.g. --policy 'fixed-window limit=10 window=1m'");
+    if (c->takes == CLI_TAKES_KEY && !a->key) return cli_usage_error(c, "missing KEY");
     if (!a->key) a->key = c->default_key;
     if (a->key) {
         a->key_len = strlen(a->key);
         if (a->key_len < 1 || a->key_len > SLUICE_KEY_MAX)
-            return usage_error(c, "KEY is %zu bytes long: keys are 1..%d bytes", a->key_len, SLUICE_KEY_MAX);
+            return cli_usage_error(c, "KEY is %zu bytes long: keys are 1..%d bytes", a->key_len, SLUICE_KEY_MAX);
     }
-    if (c->takes_command && (!a->command || !a->command[0])) return usage_error(c, "missing COMMAND after '--'");
+    if (c->takes_command && (!a->command || !a->command[0])) return cli_usage_error(c, "missing COMMAND after '--'");
     return 0;
 }

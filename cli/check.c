@@ -1,5 +1,6 @@
 /* check.c: sluice check, one decision for KEY in a shared store, printed
- * on stdout; the exit status says it (0 allowed, 1 denied). */
+ * on stdout; the exit status says it (0 allowed, 1 denied). How a decision
+ * is printed, for check and its siblings peek, refund and reset (verbs.c). */
 #include "cli.h"
 
 #include <inttypes.h>
@@ -20,14 +21,19 @@ static const char check_help[] =
     "after which this request is admitted (one ms less is still denied);\n"
     "reset_ms: until the limit is fresh again. When SPEC has a leaky-bucket part,\n"
     "the line ends with delay_ms=Z: how long an admitted request should wait\n"
-    "before it proceeds. \"enforced=false\" is added when a remote store could not\n"
-    "decide: on_error=allow (its default) admits without counting, deny denies;\n"
-    "a warning on stderr then gives the store's reason (--strict: an error).\n"
+    "before it proceeds. \"shadow_denied=1\" is added when a shadow part of SPEC\n"
+    "(\"...; shadow PART\": tried, never enforced) would have denied the request,\n"
+    "and \"enforced=false\" when a remote store could not decide: on_error=allow\n"
+    "(its default) admits without counting, deny denies; a warning on stderr\n"
+    "then gives the store's reason (--strict: an error).\n"
     "With --json, one JSON object with every field of the decision instead:\n"
     "  {\"allowed\":true,\"remaining\":1,\"retry_after_ms\":0,\"reset_ms\":60000,\"delay_ms\":0,\n"
-    "   \"limit\":2,\"enforced\":true,\"part\":0,\"part_reset_ms\":60000}\n"
+    "   \"limit\":2,\"enforced\":true,\"part\":0,\"part_reset_ms\":60000,\"shadow_denied\":false}\n"
     "(part: the index of the part with the least remaining, whose limit is limit\n"
     "and whose own reset is part_reset_ms)\n"
+    "\n"
+    "sluice peek tells the decision without making the request, sluice refund\n"
+    "gives a cost back, sluice reset makes KEY's limit fresh.\n"
     "\n"
     "options:\n"
     "  KEY, --key KEY   what is limited: 1..512 bytes (a user, a host, a job; the\n"
@@ -63,23 +69,24 @@ static const cli_command check_command = {
         CLI_OPT_MANUAL_CLOCK,
     CLI_TAKES_KEY, 0, NULL};
 
-static void print_decision_line(const sluice_decision *d, int show_delay) {
+void cli_print_decision(const sluice_decision *d, const sluice_policy *p, int json) {
+    if (json) {
+        printf("{\"allowed\":%s,\"remaining\":%" PRId64 ",\"retry_after_ms\":%" PRId64 ",\"reset_ms\":%" PRId64
+               ",\"delay_ms\":%" PRId64 ",\"limit\":%" PRId64 ",\"enforced\":%s,\"part\":%d,\"part_reset_ms\":%" PRId64
+               ",\"shadow_denied\":%s}\n",
+               d->allowed ? "true" : "false", d->remaining, d->retry_after_ms, d->reset_ms, d->delay_ms, d->limit,
+               d->enforced ? "true" : "false", (int)d->part, d->part_reset_ms, d->shadow_denied ? "true" : "false");
+        return;
+    }
     if (d->allowed)
         printf("allowed remaining=%" PRId64 " reset_ms=%" PRId64, d->remaining, d->reset_ms);
     else
         printf("denied retry_after_ms=%" PRId64 " remaining=%" PRId64 " reset_ms=%" PRId64, d->retry_after_ms,
                d->remaining, d->reset_ms);
-    if (show_delay && d->allowed) printf(" delay_ms=%" PRId64, d->delay_ms);
+    if (d->allowed && sluice_policy_delays(p)) printf(" delay_ms=%" PRId64, d->delay_ms);
+    if (d->shadow_denied) printf(" shadow_denied=1");
     if (!d->enforced) printf(" enforced=false");
     putchar('\n');
-}
-
-static void print_decision_json(const sluice_decision *d) {
-    printf("{\"allowed\":%s,\"remaining\":%" PRId64 ",\"retry_after_ms\":%" PRId64 ",\"reset_ms\":%" PRId64
-           ",\"delay_ms\":%" PRId64 ",\"limit\":%" PRId64 ",\"enforced\":%s,\"part\":%d,\"part_reset_ms\":%" PRId64
-           "}\n",
-           d->allowed ? "true" : "false", d->remaining, d->retry_after_ms, d->reset_ms, d->delay_ms, d->limit,
-           d->enforced ? "true" : "false", (int)d->part, d->part_reset_ms);
 }
 
 int cli_cmd_check(int argc, char **argv) {
@@ -102,8 +109,7 @@ int cli_cmd_check(int argc, char **argv) {
             return 2;
         }
     }
-    if (a.json) print_decision_json(&d);
-    else print_decision_line(&d, sluice_policy_delays(s.policy));
+    cli_print_decision(&d, s.policy, a.json);
     cli_close(&s);
     if (cli_finish_stdout("check")) return 2;
     return d.allowed ? 0 : 1;

@@ -8,6 +8,8 @@
  *               the default store's path, a trace file) and what they say
  *               about a store
  *   check.c  run.c  pipe.c  stats.c  simulate.c  demo.c   a command each
+ *               (check.c also prints a decision for peek, refund, reset)
+ *   verbs.c     peek, refund and reset: check's siblings on one key
  *   report.c    simulate's accounting of a run: counts per key and per part,
  *               the summary (--summary), the decisions kept for the picture;
  *               and bytes written as strings (JSON, messages)
@@ -25,14 +27,27 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* ---- the commands: check.c, run.c, pipe.c, stats.c, simulate.c, demo.c ---- */
+/* ---- the commands: check.c, verbs.c, run.c, pipe.c, stats.c, simulate.c, demo.c ---- */
 
 int cli_cmd_check(int argc, char **argv);
+int cli_cmd_peek(int argc, char **argv);
+int cli_cmd_refund(int argc, char **argv);
+int cli_cmd_reset(int argc, char **argv);
 int cli_cmd_run(int argc, char **argv);
 int cli_cmd_pipe(int argc, char **argv);
 int cli_cmd_stats(int argc, char **argv);
 int cli_cmd_simulate(int argc, char **argv);
 int cli_cmd_demo(int argc, char **argv);
+
+/* What may be done to a key besides a request: sluice peek, refund and
+ * reset (verbs.c). */
+typedef enum { CLI_VERB_PEEK, CLI_VERB_REFUND, CLI_VERB_RESET, CLI_N_VERBS } cli_verb;
+
+/* A decision on stdout as check prints it: one line ("allowed ..." or
+ * "denied ...", delay_ms= when the policy delays, shadow_denied=1 when a
+ * shadow part would have denied, enforced=false), or with json one JSON
+ * object with every field (shadow_denied always). */
+void cli_print_decision(const sluice_decision *d, const sluice_policy *p, int json);
 
 /* ---- "main.c" ---- */
 
@@ -103,6 +118,9 @@ typedef struct {
  * Returns -1 when --help was printed, else an exit status (0: go on; 2
  * with a message and the usage line). */
 int cli_parse(const cli_command *c, int argc, char **argv, cli_args *a);
+/* "sluice CMD: MESSAGE", then c's usage line, on stderr; returns 2. For
+ * what a command finds wrong with its arguments after cli_parse. */
+int cli_usage_error(const cli_command *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* b[0..n) as a decimal integer, with an optional '-' when signed_ok.
  * 0: *out set; -1: not an integer; -2: beyond int64_t. */
 int cli_parse_int64(const char *b, size_t n, int signed_ok, int64_t *out);
@@ -154,7 +172,8 @@ void cli_print_bad_spec(const char *what, const char *spec, const char *err);
     "                   'token-bucket capacity=5 rate=1/s', 'gcra rate=100/s burst=20',\n"  \
     "                   'leaky-bucket capacity=5 rate=10/s', 'sliding-window limit=10\n"     \
     "                   window=1s', 'sliding-log limit=4 window=1m', or several\n"           \
-    "                   joined by ';' that must all admit (see man sluice)\n"
+    "                   joined by ';' that must all admit; 'shadow' before a part\n"         \
+    "                   tries it without enforcing it (see man sluice)\n"
 #define CLI_NAME_HELP                                                                        \
     "  --name NAME      the policy's name (default \"cli\"): 1..64 letters, digits and\n"   \
     "                   \"-_.:\". A store knows a limit by its NAME and SPEC: every\n"       \

@@ -4,8 +4,9 @@
  * Adding a command is a file with its function, a line in cli.h and a row
  * in the table.
  *
- * demo, simulate and version need no files and no environment. check, run,
- * pipe and stats share limits between processes through a store (session.c).
+ * demo, simulate and version need no files and no environment. check,
+ * peek, refund, reset, run, pipe and stats share limits between processes
+ * through a store (session.c).
  * SIGPIPE is ignored: a closed stdout is a write error, reported with each
  * command's status. */
 #define _POSIX_C_SOURCE 200809L /* sigaction */
@@ -27,6 +28,9 @@ static const struct {
     {"demo", "show each algorithm at work on a manual clock (the same every run)", cli_cmd_demo},
     {"simulate", "replay a request trace (stdin) against a policy; see simulate --help", cli_cmd_simulate},
     {"check", "decide one request for KEY in a shared store; exit 0 allowed, 1 denied", cli_cmd_check},
+    {"peek", "what check would decide, consuming nothing; exit 0 allowed, 1 denied", cli_cmd_peek},
+    {"refund", "give a cost back to KEY's limit in the shared store", cli_cmd_refund},
+    {"reset", "make KEY's limit in the shared store fresh", cli_cmd_reset},
     {"run", "acquire for KEY (waiting with --wait), then run a command", cli_cmd_run},
     {"pipe", "copy standard input to standard output at a policy's rate", cli_cmd_pipe},
     {"stats", "print a store's keys, capacity and counters", cli_cmd_stats},

@@ -129,9 +129,10 @@ int cli_open_policy(const cli_args *a, cli_session *s) {
         return 2;
     }
     if (a->cost > sluice_policy_max_cost(s->policy)) {
-        fprintf(stderr, "sluice %s: --cost %" PRId64 " is above %" PRId64
-                ", the least limit of the policy: it can never be admitted\n",
-                a->cmd->name, a->cost, sluice_policy_max_cost(s->policy));
+        int refund = strcmp(a->cmd->name, "refund") == 0;
+        fprintf(stderr, "sluice %s: --cost %" PRId64 " is above %" PRId64 ", the least limit of the policy: %s\n",
+                a->cmd->name, a->cost, sluice_policy_max_cost(s->policy),
+                refund ? "no request ever takes that much" : "it can never be admitted");
         return 2;
     }
     return 0;

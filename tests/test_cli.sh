@@ -66,7 +66,7 @@ fi
 # ---- help ------------------------------------------------------------------
 
 "$SLUICE_BIN" help >"$tmp/help"
-for cmd in check run pipe stats simulate demo version; do
+for cmd in check peek refund reset run pipe stats simulate demo version; do
     grep -Eq "^  $cmd " "$tmp/help" || fail "sluice help does not list $cmd"
     for flag in --help -h; do
         sl "$cmd" "$flag"
@@ -85,6 +85,22 @@ sl check --help
 for word in '--policy SPEC' '--cost N' '--json' '--name NAME' '--store URL' 'exit status'; do
     grep -q -- "$word" "$tmp/out" || fail "check --help does not mention $word"
 done
+for cmd in peek refund reset; do
+    sl "$cmd" --help
+    for word in "usage: sluice $cmd KEY --policy SPEC" '--json' '--name NAME' '--store URL' 'exit status' \
+        'shadow_denied=1' 'as sluice check prints it'; do
+        grep -q -- "$word" "$tmp/out" || fail "$cmd --help does not mention $word"
+    done
+done
+sl peek --help
+grep -q -- '--cost N' "$tmp/out" || fail "peek --help does not mention --cost N"
+sl refund --help
+grep -q -- '--cost N  *what to give back (required)' "$tmp/out" || fail "refund --help: --cost is not required"
+sl reset --help
+grep -q -- '--cost' "$tmp/out" && fail "reset --help mentions --cost"
+sl check --help
+grep -q 'shadow_denied=1' "$tmp/out" || fail "check --help does not mention shadow_denied=1"
+grep -q 'sluice peek' "$tmp/out" || fail "check --help does not mention sluice peek"
 sl run --help
 grep -q -- '--wait=TIMEOUT' "$tmp/out" || fail "run --help does not mention --wait=TIMEOUT"
 sl pipe --help
@@ -107,7 +123,7 @@ sl check k --policy "$P" --store "$S" --manual-clock 0
 want "check 3" 1 "denied retry_after_ms=60000 remaining=0 reset_ms=60000"
 sl check k --policy "$P" --store "$S" --manual-clock 1000 --json
 want "check --json, denied" 1 \
-    '{"allowed":false,"remaining":0,"retry_after_ms":59000,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":59000}'
+    '{"allowed":false,"remaining":0,"retry_after_ms":59000,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":59000,"shadow_denied":false}'
 json_ok "check --json, denied" "$tmp/out"
 [[ -s "$tmp/err" ]] && fail "check --json wrote to stderr: $(cat "$tmp/err")"
 # another name, another SPEC, another key: each a separate limit
@@ -117,7 +133,7 @@ sl check k --policy 'fixed-window limit=3 window=1m' --store "$S" --manual-clock
 want "check, another SPEC" 0 "allowed remaining=2 reset_ms=59000"
 sl check k2 --policy "$P" --store "$S" --manual-clock 1000 --cost 2 --json
 want "check --cost 2 --json" 0 \
-    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":59000}'
+    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":59000,"shadow_denied":false}'
 json_ok "check --cost 2 --json" "$tmp/out"
 sl check k --policy "$P" --store "$S" --manual-clock 60000
 want "check, next window" 0 "allowed remaining=1 reset_ms=60000"
@@ -152,7 +168,7 @@ sl check q --policy "$L" --store "shm:$tmp/leaky.shm" --manual-clock 0
 want "leaky 1" 0 "allowed remaining=1 reset_ms=1000 delay_ms=0"
 sl check q --policy "$L" --store "shm:$tmp/leaky.shm" --manual-clock 0 --json
 want "leaky 2" 0 \
-    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":2000,"delay_ms":1000,"limit":2,"enforced":true,"part":0,"part_reset_ms":2000}'
+    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":2000,"delay_ms":1000,"limit":2,"enforced":true,"part":0,"part_reset_ms":2000,"shadow_denied":false}'
 sl check q --policy "$L" --store "shm:$tmp/leaky.shm" --manual-clock 0
 want "leaky 3" 1 "denied retry_after_ms=1000 remaining=0 reset_ms=2000"
 
@@ -229,6 +245,182 @@ bad "check, cost above the limit (used store)" 'above' check k --policy "$P" --s
 bad "check, bad option (used store)" 'unknown option' check k --policy "$P" --store "$S" --bogus --manual-clock 60000
 sl check k --policy "$P" --store "$S" --manual-clock 60000
 want "check after bad arguments" 0 "allowed remaining=0 reset_ms=60000"
+
+# ---- peek, refund, reset ---------------------------------------------------
+# The same store, policy, KEY and --name as check; each prints a decision as
+# check does: peek the request's (nothing consumed), refund and reset that of
+# a request of cost 1 right after (docs/semantics.md, "Peek, refund, reset").
+# On memory: (a store of one invocation), every KEY starts fresh:
+# fixed-window limit=2 window=1m at t=0.
+sl peek k --policy "$P" --store memory: --manual-clock 0
+want "peek, memory:" 0 "allowed remaining=1 reset_ms=60000"
+sl peek k --policy "$P" --store memory: --manual-clock 0 --cost 2 --json
+want "peek --cost 2 --json" 0 \
+    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":60000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":60000,"shadow_denied":false}'
+json_ok "peek --json" "$tmp/out"
+sl refund k --policy "$P" --store memory: --manual-clock 0 --cost 2
+want "refund, a key not held" 0 "allowed remaining=1 reset_ms=60000"
+sl refund k --policy "$P" --store memory: --manual-clock 1000 --cost 1 --json
+want "refund --json" 0 \
+    '{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":59000,"shadow_denied":false}'
+sl reset k --policy "$P" --store memory: --manual-clock 0
+want "reset, memory:" 0 "allowed remaining=1 reset_ms=60000"
+sl reset --key -dash --policy "$P" --store memory: --manual-clock 0 --json
+want "reset --key --json" 0 \
+    '{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":60000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":60000,"shadow_denied":false}'
+sl peek q --policy "$L" --store memory: --manual-clock 0
+want "peek, a leaky bucket: delay_ms as check" 0 "allowed remaining=1 reset_ms=1000 delay_ms=0"
+
+# shadow_denied=1: a shadow part (tried, never enforced) would have denied.
+# fixed-window L=5 W=1m, and a shadow fixed window L=2 W=1m, at t=0:
+#  1: 0->1 (rem 4), the shadow 0->1.   2: 1->2 (rem 3), the shadow 1->2.
+#  3: 2->3 (rem 2): the shadow would deny (2+1 > 2), so says so.
+#  4: 3->4 (rem 1), --json: "shadow_denied":true.
+SH='fixed-window limit=5 window=1m; shadow fixed-window limit=2 window=1m'
+SS="shm:$tmp/shadow.shm"
+sl check s --policy "$SH" --store "$SS" --manual-clock 0
+want "check, shadow 1" 0 "allowed remaining=4 reset_ms=60000"
+sl check s --policy "$SH" --store "$SS" --manual-clock 0
+want "check, shadow 2" 0 "allowed remaining=3 reset_ms=60000"
+sl check s --policy "$SH" --store "$SS" --manual-clock 0
+want "check, shadow 3: shadow_denied=1" 0 "allowed remaining=2 reset_ms=60000 shadow_denied=1"
+sl check s --policy "$SH" --store "$SS" --manual-clock 0 --json
+want "check --json, shadow 4" 0 \
+    '{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":60000,"delay_ms":0,"limit":5,"enforced":true,"part":0,"part_reset_ms":60000,"shadow_denied":true}'
+# a cost above a shadow part's limit is its denial, not an error (the
+# largest cost is the least limit of the enforced parts): on a fresh key
+sl peek s --policy "$SH" --store memory: --manual-clock 0 --cost 3
+want "peek, shadow: shadow_denied=1" 0 "allowed remaining=2 reset_ms=60000 shadow_denied=1"
+sl peek s --policy "$SH" --store memory: --manual-clock 0 --cost 2
+want "peek, shadow admits" 0 "allowed remaining=3 reset_ms=60000"
+sl check s --policy "$SH" --store memory: --manual-clock 0 --cost 5
+want "check, cost above the shadow part's limit" 0 "allowed remaining=0 reset_ms=60000 shadow_denied=1"
+
+# Bad arguments: exit 2 before any store is opened (none of these creates
+# the store file), nothing changed.
+for v in peek refund reset; do
+    cost=()
+    [[ $v == refund ]] && cost=(--cost 1) # else refund's missing --cost would be said first
+    bad "$v, no arguments" 'missing --policy' "$v"
+    bad "$v, no KEY" 'missing KEY' "$v" --policy "$P" --store "$B" "${cost[@]}"
+    bad "$v, no SPEC" 'missing --policy' "$v" k --store "$B" "${cost[@]}"
+    bad "$v, bad SPEC" 'bad --policy SPEC: .*limit' "$v" k --policy 'fixed-window limit=0 window=1m' --store "$B" \
+        "${cost[@]}"
+    bad "$v, unknown option" "unknown option '--frob'" "$v" k --policy "$P" --store "$B" --frob "${cost[@]}"
+    bad "$v, two keys" "unexpected argument 'k2'" "$v" k k2 --policy "$P" --store "$B" "${cost[@]}"
+    bad "$v, bad --name" "bad --name 'a b'" "$v" k --policy "$P" --store "$B" --name 'a b' "${cost[@]}"
+done
+bad "peek, cost 0" "--cost '0' is not a positive integer" peek k --policy "$P" --store "$B" --cost 0
+bad "peek, cost -1" "--cost '-1' is not a positive integer" peek k --policy "$P" --store "$B" --cost -1
+bad "peek, cost above the limit" '--cost 3 is above 2, the least limit of the policy' \
+    peek k --policy "$P" --store "$B" --cost 3
+bad "peek, --wait" "unknown option '--wait'" peek k --policy "$P" --store "$B" --wait
+bad "refund, no --cost" 'missing --cost N: how much to give back' refund k --policy "$P" --store "$B"
+grep -q '^usage: sluice refund KEY --policy SPEC --cost N' "$tmp/err" || fail "refund, no --cost: no usage line"
+bad "refund, cost 0" "--cost '0' is not a positive integer" refund k --policy "$P" --store "$B" --cost 0
+bad "refund, cost -2" "--cost '-2' is not a positive integer" refund k --policy "$P" --store "$B" --cost -2
+bad "refund, cost above the limit" '--cost 3 is above 2' refund k --policy "$P" --store "$B" --cost 3
+bad "refund, huge cost" 'too large' refund k --policy "$P" --store "$B" --cost 99999999999999999999
+bad "refund, --strict" "unknown option '--strict'" refund k --policy "$P" --store "$B" --cost 1 --strict
+bad "reset, --cost" "unknown option '--cost'" reset k --policy "$P" --store "$B" --cost 1
+bad "reset, --strict" "unknown option '--strict'" reset k --policy "$P" --store "$B" --strict
+[[ -e "$tmp/bad.shm" ]] && fail "bad arguments to peek, refund or reset created the store file"
+bad "refund, unknown store" 'store nosuch:x: .*scheme' refund k --policy "$P" --store 'nosuch:x' --cost 1
+bad "reset, store in a missing directory" "the directory it would be in does not exist" \
+    reset k --policy "$P" --store "shm:$tmp/no/such/dir/s.shm"
+# against a store in use: its state is untouched (check counts on as before)
+U="shm:$tmp/used.shm"
+sl check u --policy "$P" --store "$U" --manual-clock 0
+want "check, a used store" 0 "allowed remaining=1 reset_ms=60000"
+bad "refund above (used store)" 'above' refund u --policy "$P" --store "$U" --cost 3 --manual-clock 0
+bad "refund without --cost (used store)" 'missing --cost' refund u --policy "$P" --store "$U" --manual-clock 0
+bad "reset, bad option (used store)" 'unknown option' reset u --policy "$P" --store "$U" --bogus --manual-clock 0
+bad "peek, bad SPEC (used store)" 'bad --policy' peek u --policy 'fixed-window limit=2' --store "$U" --manual-clock 0
+sl check u --policy "$P" --store "$U" --manual-clock 0
+want "check after bad peek, refund, reset" 0 "allowed remaining=0 reset_ms=60000"
+
+# Across invocations on a shm: store, as scripts use them: these need the
+# shm: store's peek, refund and reset, which it refuses ("no peek, refund or
+# reset yet") until they land; then they run.
+sl peek probe --policy "$P" --store "shm:$tmp/probe.shm"
+if [[ $rc -eq 2 ]] && grep -q 'no peek, refund or reset yet' "$tmp/err"; then
+    echo "(skipped: peek, refund and reset across invocations: the shm: store has no peek, refund or reset yet)"
+else
+    want "peek, shm: probe" 0
+    V="shm:$tmp/verbs.shm"
+    # peek consumes nothing: twice, then check gets what peek said
+    sl check v --policy "$P" --store "$V" --manual-clock 0
+    want "verbs: check 1" 0 "allowed remaining=1 reset_ms=60000"
+    sl peek v --policy "$P" --store "$V" --manual-clock 0
+    want "verbs: peek 1" 0 "allowed remaining=0 reset_ms=60000"
+    sl peek v --policy "$P" --store "$V" --manual-clock 0
+    want "verbs: peek 2 (the first consumed nothing)" 0 "allowed remaining=0 reset_ms=60000"
+    sl check v --policy "$P" --store "$V" --manual-clock 0
+    want "verbs: check after two peeks" 0 "allowed remaining=0 reset_ms=60000"
+    # a peek that would be denied: exit 1, and still nothing consumed
+    sl peek v --policy "$P" --store "$V" --manual-clock 0
+    want "verbs: peek, denied" 1 "denied retry_after_ms=60000 remaining=0 reset_ms=60000"
+    sl peek v --policy "$P" --store "$V" --manual-clock 1000 --json
+    want "verbs: peek --json, denied" 1 \
+        '{"allowed":false,"remaining":0,"retry_after_ms":59000,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":59000,"shadow_denied":false}'
+    sl check v --policy "$P" --store "$V" --manual-clock 0
+    want "verbs: check, denied" 1 "denied retry_after_ms=60000 remaining=0 reset_ms=60000"
+    # refund gives back: the count 2 -> 1, so a request of cost 1 would be
+    # admitted with 0 left; check is admitted, then denied again
+    sl refund v --policy "$P" --store "$V" --manual-clock 0 --cost 1
+    want "verbs: refund 1" 0 "allowed remaining=0 reset_ms=60000"
+    sl check v --policy "$P" --store "$V" --manual-clock 0
+    want "verbs: check after the refund" 0 "allowed remaining=0 reset_ms=60000"
+    sl check v --policy "$P" --store "$V" --manual-clock 0
+    want "verbs: check, denied again" 1 "denied retry_after_ms=60000 remaining=0 reset_ms=60000"
+    sl refund v --policy "$P" --store "$V" --manual-clock 0 --cost 2 --json
+    want "verbs: refund 2 --json" 0 \
+        '{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":60000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":60000,"shadow_denied":false}'
+    # reset makes fresh: the window's count 0 again
+    sl check v --policy "$P" --store "$V" --manual-clock 0 --cost 2
+    want "verbs: check 2 after the refunds" 0 "allowed remaining=0 reset_ms=60000"
+    sl reset v --policy "$P" --store "$V" --manual-clock 0
+    want "verbs: reset" 0 "allowed remaining=1 reset_ms=60000"
+    sl check v --policy "$P" --store "$V" --manual-clock 0 --cost 2
+    want "verbs: check 2 after the reset" 0 "allowed remaining=0 reset_ms=60000"
+    # --name: another name's limit is another limit
+    sl reset v --policy "$P" --store "$V" --manual-clock 0 --name other
+    want "verbs: reset --name other" 0 "allowed remaining=1 reset_ms=60000"
+    sl peek v --policy "$P" --store "$V" --manual-clock 0
+    want "verbs: a reset of another name changed nothing" 1 "denied retry_after_ms=60000 remaining=0 reset_ms=60000"
+    # a peek or refund of a key the store does not hold adds none
+    sl stats --store "$V" --json
+    keys_before=$(sed -n 's/.*"keys":\([0-9]*\).*/\1/p' "$tmp/out")
+    sl peek never --policy "$P" --store "$V" --manual-clock 0
+    want "verbs: peek, a key never seen" 0 "allowed remaining=1 reset_ms=60000"
+    sl refund never --policy "$P" --store "$V" --manual-clock 0 --cost 1
+    want "verbs: refund, a key never seen" 0 "allowed remaining=1 reset_ms=60000"
+    sl stats --store "$V" --json
+    [[ $(sed -n 's/.*"keys":\([0-9]*\).*/\1/p' "$tmp/out") == "$keys_before" ]] ||
+        fail "verbs: a peek or refund added a key: $keys_before, then $(cat "$tmp/out")"
+    # shadow_denied=1 from peek: the shadow store above, at 4 of 5, the
+    # shadow part at its 2
+    sl peek s --policy "$SH" --store "$SS" --manual-clock 0
+    want "verbs: peek, shadow_denied=1" 0 "allowed remaining=0 reset_ms=60000 shadow_denied=1"
+    # the default store is check's
+    mkdir "$tmp/xdg2" && chmod 700 "$tmp/xdg2"
+    for v in check check peek refund peek reset peek; do
+        XDG_RUNTIME_DIR=$tmp/xdg2 "$SLUICE_BIN" "$v" d --policy "$P" --manual-clock 0 \
+            $([[ $v == refund ]] && echo --cost 1) >>"$tmp/default.out" 2>"$tmp/err" ||
+            echo "exit $?" >>"$tmp/default.out"
+    done
+    cat >"$tmp/want" <<'EOF'
+allowed remaining=1 reset_ms=60000
+allowed remaining=0 reset_ms=60000
+denied retry_after_ms=60000 remaining=0 reset_ms=60000
+exit 1
+allowed remaining=0 reset_ms=60000
+allowed remaining=0 reset_ms=60000
+allowed remaining=1 reset_ms=60000
+allowed remaining=1 reset_ms=60000
+EOF
+    cmp -s "$tmp/want" "$tmp/default.out" || fail "verbs on the default store: $(diff "$tmp/want" "$tmp/default.out")"
+fi
 
 # ---- stats -------------------------------------------------------------------
 # check.shm: decisions so far (the bad ones never reached it): fixed window
@@ -546,6 +738,13 @@ if python3 -c 'import subprocess' >/dev/null 2>&1; then
     want "check into a closed pipe counted the request" 1 "denied retry_after_ms=60000 remaining=0 reset_ms=60000"
     closed_out check k --policy "$O" --store "$C" --manual-clock 0 --json
     [[ $rc -eq 2 ]] || fail "check --json into a closed pipe: exit $rc, want 2"
+    # peek, refund, reset: 2, as check
+    for v in peek refund reset; do
+        closed_out "$v" k --policy "$O" --store memory: $([[ $v == refund ]] && echo --cost 1)
+        [[ $rc -eq 2 ]] || fail "$v into a closed pipe: exit $rc, want 2"
+        grep -q "sluice $v: writing standard output: Broken pipe" "$tmp/err" ||
+            fail "$v into a closed pipe: stderr: $(cat "$tmp/err")"
+    done
     # stats: 1 (writing failed)
     closed_out stats --store "$C"
     [[ $rc -eq 1 ]] || fail "stats into a closed pipe: exit $rc, want 1"
@@ -583,7 +782,7 @@ man1=$src/docs/sluice.1
 if [[ ! -f $man1 ]]; then
     fail "no man page $man1"
 else
-    for cmd in check run pipe stats simulate demo; do
+    for cmd in check peek refund reset run pipe stats simulate demo; do
         grep -q "^\\.SS.*$cmd" "$man1" || fail "the man page has no section for $cmd"
     done
     for sec in NAME SYNOPSIS DESCRIPTION 'EXIT STATUS' ENVIRONMENT FILES EXAMPLES; do
