@@ -40,7 +40,7 @@ int cli_cmd_simulate(int argc, char **argv);
 int cli_cmd_demo(int argc, char **argv);
 
 /* What may be done to a key besides a request: sluice peek, refund and
- * reset (verbs.c). */
+ * reset (verbs.c), and simulate's trace lines of those words. */
 typedef enum { CLI_VERB_PEEK, CLI_VERB_REFUND, CLI_VERB_RESET, CLI_N_VERBS } cli_verb;
 
 /* A decision on stdout as check prints it: one line ("allowed ..." or
@@ -221,6 +221,8 @@ typedef struct {
     cli_counts total;
     cli_counts parts[SLUICE_POLICY_MAX_PARTS]; /* by the part a decision named */
     int64_t not_enforced;
+    int64_t shadow_denied;      /* requests a shadow part would have denied */
+    int64_t verbs[CLI_N_VERBS]; /* trace lines of peek, refund, reset: not requests */
     cli_key *keys; /* in the order they first appear */
     size_t n_keys, keys_cap;
     uint32_t *slots; /* open addressing: index in keys[] + 1; 0 is empty */
@@ -234,7 +236,8 @@ typedef struct {
 /* An empty report for policy p (which must outlive it); keep_events keeps
  * every decision for cli_svg_write. */
 void cli_report_init(cli_report *r, const sluice_policy *p, int keep_events);
-/* Counts one decision for key[0..key_len) at t_ms. 0, or -1 out of memory. */
+/* Counts one request's decision for key[0..key_len) at t_ms (a verb line
+ * is counted in verbs[] alone). 0, or -1 out of memory. */
 int cli_report_add(cli_report *r, int64_t t_ms, const char *key, size_t key_len, const sluice_decision *d);
 /* The indices of the keys, the most denied first (then the most requests,
  * then the first seen) when by_denied, else the most requests first (then

@@ -94,6 +94,7 @@ int cli_report_add(cli_report *r, int64_t t_ms, const char *key, size_t key_len,
     count(&k->n, d);
     if (d->limit > k->limit) k->limit = d->limit;
     if (!d->enforced) r->not_enforced++;
+    if (d->shadow_denied) r->shadow_denied++;
     return 0;
 }
 
@@ -130,6 +131,13 @@ static void put_counts(FILE *f, int json, const cli_counts *c) {
         fprintf(f, "requests=%" PRId64 " allowed=%" PRId64 " denied=%" PRId64, c->requests, c->allowed, c->denied);
 }
 
+/* The i-th part's text, as in SPEC: "shadow " first for a shadow part. */
+static void part_config(const sluice_policy *p, size_t i, char *buf, size_t len) {
+    size_t n = 0;
+    if (sluice_policy_part_shadow(p, i)) n = (size_t)snprintf(buf, len, "shadow ");
+    if (sluice_config_format(sluice_policy_part(p, i), buf + n, len - n) < 0) buf[0] = 0;
+}
+
 int cli_report_summary(const cli_report *r, FILE *f, int json, size_t top) {
     size_t *order = cli_report_rank(r, 1);
     if (!order && r->n_keys > 0) return -1;
@@ -143,13 +151,17 @@ int cli_report_summary(const cli_report *r, FILE *f, int json, size_t top) {
     }
     size_t n_parts = sluice_policy_n_parts(r->policy);
     char config[256];
+    int64_t n_verbs = r->verbs[CLI_VERB_PEEK] + r->verbs[CLI_VERB_REFUND] + r->verbs[CLI_VERB_RESET];
 
     if (json) {
         fputc('{', f);
         put_counts(f, 1, &r->total);
-        fprintf(f, ",\"keys\":%zu,\"not_enforced\":%" PRId64 ",\"parts\":[", r->n_keys, r->not_enforced);
+        fprintf(f, ",\"keys\":%zu,\"not_enforced\":%" PRId64 ",\"shadow_denied\":%" PRId64 ",\"peeks\":%" PRId64
+                   ",\"refunds\":%" PRId64 ",\"resets\":%" PRId64 ",\"parts\":[",
+                r->n_keys, r->not_enforced, r->shadow_denied, r->verbs[CLI_VERB_PEEK], r->verbs[CLI_VERB_REFUND],
+                r->verbs[CLI_VERB_RESET]);
         for (size_t i = 0; i < n_parts; i++) {
-            if (sluice_config_format(sluice_policy_part(r->policy, i), config, sizeof config) < 0) config[0] = 0;
+            part_config(r->policy, i, config, sizeof config);
             fprintf(f, "%s{\"part\":%zu,\"config\":", i ? "," : "", i);
             cli_put_json_bytes(f, config, strlen(config));
             fputc(',', f);
@@ -172,9 +184,13 @@ int cli_report_summary(const cli_report *r, FILE *f, int json, size_t top) {
         put_counts(f, 0, &r->total);
         fprintf(f, " keys=%zu", r->n_keys);
         if (r->not_enforced) fprintf(f, " not_enforced=%" PRId64, r->not_enforced);
+        if (r->shadow_denied) fprintf(f, " shadow_denied=%" PRId64, r->shadow_denied);
+        if (n_verbs)
+            fprintf(f, " peeks=%" PRId64 " refunds=%" PRId64 " resets=%" PRId64, r->verbs[CLI_VERB_PEEK],
+                    r->verbs[CLI_VERB_REFUND], r->verbs[CLI_VERB_RESET]);
         fputc('\n', f);
         for (size_t i = 0; i < n_parts; i++) {
-            if (sluice_config_format(sluice_policy_part(r->policy, i), config, sizeof config) < 0) config[0] = 0;
+            part_config(r->policy, i, config, sizeof config);
             fprintf(f, "part=%zu ", i);
             put_counts(f, 0, &r->parts[i]);
             fprintf(f, " config=%s\n", config);

@@ -1,8 +1,10 @@
 /* simulate.c: sluice simulate, a trace of requests (stdin) replayed
  * against a policy in a store (memory: unless --store) on a manual clock
  * set to each line's time; every decision printed, or a summary (report.c),
- * or a picture (svg.c). A bad line stops the run once the lines before it
- * are printed; a long run shows its progress on a terminal. */
+ * or a picture (svg.c). A line may be a verb on a key instead (peek,
+ * refund, reset), printed as a request is but counted apart. A bad line
+ * stops the run once the lines before it are printed; a long run shows its
+ * progress on a terminal. */
 #define _POSIX_C_SOURCE 200809L /* getline, isatty, ftello */
 #include "cli.h"
 
@@ -34,33 +36,50 @@ static const char simulate_help[] =
     "  KEY      1..512 bytes, taken as they are (no escapes); any byte but space,\n"
     "           tab, newline and '#'\n"
     "  COST     a positive integer; 1 when absent\n"
+    "or a verb on KEY at TIME_MS instead of a request (as sluice peek, refund and\n"
+    "reset do):\n"
+    "  TIME_MS KEY peek [COST]   the decision a request of COST would get; nothing\n"
+    "                            is consumed\n"
+    "  TIME_MS KEY refund COST   gives COST back\n"
+    "  TIME_MS KEY reset         makes KEY's limit fresh\n"
     "'#' starts a comment that runs to the end of the line; blank lines are\n"
-    "ignored; a CR before the newline is dropped. Times must not decrease: a\n"
-    "time earlier than one before it is a bad line, unless --allow-backwards.\n"
+    "ignored; a CR before the newline is dropped. Times must not decrease (verb\n"
+    "lines' too): a time earlier than one before it is a bad line, unless\n"
+    "--allow-backwards.\n"
     "\n"
     "output: one line per request, on stdout:\n"
     "  t=TIME key=KEY cost=N allowed=0|1 remaining=R retry_after_ms=X reset_ms=Y delay_ms=Z\n"
-    "with the fields of the decision (docs/semantics.md; \" enforced=false\" is\n"
-    "added when a remote store could not decide, with a warning once); then, on\n"
-    "stderr:\n"
+    "with the fields of the decision (docs/semantics.md; \" shadow_denied=1\" is\n"
+    "added when a shadow part of SPEC would have denied the request, and\n"
+    "\" enforced=false\" when a remote store could not decide, with a warning\n"
+    "once). A verb line prints one line too, \"verb=peek|refund|reset\" after the\n"
+    "key and cost=N its COST (1 when absent), with the decision a request of COST\n"
+    "would get (peek), or that of a request of cost 1 right after (refund, reset):\n"
+    "  t=TIME key=KEY verb=VERB cost=N allowed=0|1 remaining=R ... delay_ms=Z\n"
+    "Verb lines are not requests: they are counted apart, not as requests,\n"
+    "allowed or denied, here, in the summary and in the picture. Then, on stderr:\n"
     "  # N requests, A allowed, D denied, K keys held[, U not enforced]\n"
-    "With --json, one JSON object per request with every field of the decision:\n"
+    "    [, S shadow denied][; P peeks, R refunds, Z resets]\n"
+    "With --json, one JSON object per line with every field of the decision:\n"
     "  {\"t\":0,\"key\":\"alice\",\"cost\":1,\"allowed\":true,\"remaining\":1,\n"
     "   \"retry_after_ms\":0,\"reset_ms\":1000,\"delay_ms\":0,\"limit\":2,\"part\":0,\n"
-    "   \"part_reset_ms\":1000,\"enforced\":true}\n"
+    "   \"part_reset_ms\":1000,\"enforced\":true,\"shadow_denied\":false}\n"
     "(limit: that of the part with the least remaining; part: its index;\n"
-    "part_reset_ms: that part's own reset; a key's\n"
-    "bytes that are not UTF-8 as \\u00XX).\n"
+    "part_reset_ms: that part's own reset; a key's bytes that are not UTF-8 as\n"
+    "\\u00XX; a verb line's object has \"verb\" after \"key\").\n"
     "With --summary, no line per request; at the end, on stdout:\n"
-    "  requests=N allowed=A denied=D keys=K[ not_enforced=U]\n"
+    "  requests=N allowed=A denied=D keys=K[ not_enforced=U][ shadow_denied=S]\n"
+    "    [ peeks=P refunds=R resets=Z]\n"
     "  part=I requests=N allowed=A denied=D config=TEXT   (each part)\n"
     "  key=KEY requests=N allowed=A denied=D              (the most denied first)\n"
     "  other_keys=K requests=N allowed=A denied=D         (the keys not listed)\n"
     "A part's requests are the decisions it set: it had the least remaining (on\n"
-    "a denial, it is one that denied). With --json the summary is one object:\n"
-    "{requests, allowed, denied, keys, not_enforced, parts: [{part, config,\n"
-    "requests, allowed, denied}], most_denied: [{key, requests, allowed,\n"
-    "denied}], other_keys: {keys, requests, allowed, denied}}.\n"
+    "a denial, it is one that denied; a shadow part sets none). The keys are\n"
+    "those of the requests. With --json the summary is one object:\n"
+    "{requests, allowed, denied, keys, not_enforced, shadow_denied, peeks,\n"
+    "refunds, resets, parts: [{part, config, requests, allowed, denied}],\n"
+    "most_denied: [{key, requests, allowed, denied}], other_keys: {keys,\n"
+    "requests, allowed, denied}}.\n"
     "When standard error is a terminal, a long run (over a second) shows its\n"
     "progress there on one line, erased at the end.\n"
     "\n"
@@ -81,17 +100,18 @@ static const char simulate_help[] =
     "                     keys with the most requests, admitted and denied\n"
     "                     requests per time bin and what remains, over the\n"
     "                     trace's time (keeps 16 bytes a request in memory; not\n"
-    "                     written when the run fails)\n"
+    "                     written when the run fails; verb lines not drawn)\n"
     "  -h, --help         this help\n"
     "\n"
     "exit status: 0 when every line was decided; 2 for a bad SPEC, option or store\n"
     "URL (or a store that cannot be opened, or an --svg FILE that cannot be\n"
-    "made), and for a bad line (a bad time, key or cost, a time that goes back,\n"
-    "a cost above what the policy can ever admit) or a store error (e.g. a full\n"
-    "store that refuses a new key), reported on stderr as 'sluice simulate: line\n"
-    "N: WHAT' once the lines before it are printed (the run stops there: nothing\n"
-    "is skipped); 1 when reading or writing fails (no message when the reader of\n"
-    "standard output has gone, as after | head).\n"
+    "made), and for a bad line (a bad time, key, cost or verb, a refund without\n"
+    "COST, a time that goes back, a cost above what the policy can ever admit)\n"
+    "or a store error (e.g. a full store that refuses a new key), reported on\n"
+    "stderr as 'sluice simulate: line N: WHAT' once the lines before it are\n"
+    "printed (the run stops there: nothing is skipped); 1 when reading or writing\n"
+    "fails (no message when the reader of standard output has gone, as after |\n"
+    "head).\n"
     "\n"
     "example:\n"
     "  $ printf '0 alice\\n0 alice\\n0 alice  # a third at once\\n500 alice\\n500 bob 2\\n' |\n"
@@ -197,22 +217,38 @@ static int sim_bad_line(int64_t line_no, const char *fmt, ...) {
 
 /* ---- one line of the trace ---- */
 
-/* One request of the trace. */
+/* One line of the trace: a request, or a verb on its key. */
 typedef struct {
-    int64_t t, cost;
+    int64_t t, cost; /* cost: the line's COST, 1 when absent (a reset's too) */
     token key;
+    int verb;        /* a cli_verb, or SIM_REQUEST */
 } sim_request;
+#define SIM_REQUEST (-1)
+
+static const char *const sim_verbs[CLI_N_VERBS] = {"peek", "refund", "reset"};
+#define SIM_FORMS "TIME_MS KEY [COST], or TIME_MS KEY peek [COST] | refund COST | reset"
+
+/* Reads a COST field into *cost: 0, or 2 (said). */
+static int sim_parse_cost(const token *f, int64_t line_no, int64_t *cost) {
+    int pr = cli_parse_int64(f->b, f->n, 0, cost);
+    if (pr == 0 && *cost >= 1) return 0;
+    sim_line_error(line_no);
+    fputs("cost ", stderr);
+    cli_put_quoted(stderr, f->b, f->n);
+    fprintf(stderr, " is not a positive integer%s\n", pr == -2 ? " (too large)" : "");
+    return 2;
+}
 
 /* Reads line[0..n) (its newline dropped): 0 with *q set, 1 for a line with
- * no request (blank, a comment), 2 for a bad line (said). */
+ * nothing to do (blank, a comment), 2 for a bad line (said). */
 static int sim_parse_line(char *line, size_t n, int64_t line_no, sim_request *q) {
     if (n > 0 && line[n - 1] == '\r') n--;
     const char *hash = memchr(line, '#', n);
     if (hash) n = (size_t)(hash - line);
-    token f[3];
-    size_t nf = split_fields(line, n, f, 3);
+    token f[4];
+    size_t nf = split_fields(line, n, f, 4);
     if (nf == 0) return 1;
-    if (nf > 3) return sim_bad_line(line_no, "more than 3 fields (expected TIME_MS KEY [COST])");
+    if (nf > 4) return sim_bad_line(line_no, "more than 4 fields (expected " SIM_FORMS ")");
     int pr = cli_parse_int64(f[0].b, f[0].n, 1, &q->t);
     if (pr != 0 || q->t < SLUICE_TIME_MIN_MS || q->t > SLUICE_TIME_MAX_MS) {
         sim_line_error(line_no);
@@ -223,40 +259,72 @@ static int sim_parse_line(char *line, size_t n, int64_t line_no, sim_request *q)
                      SLUICE_TIME_MAX_MS);
         return 2;
     }
-    if (nf < 2) return sim_bad_line(line_no, "missing KEY (expected TIME_MS KEY [COST])");
+    if (nf < 2) return sim_bad_line(line_no, "missing KEY (expected " SIM_FORMS ")");
     q->key = f[1];
     q->cost = 1;
-    if (nf == 3) {
-        pr = cli_parse_int64(f[2].b, f[2].n, 0, &q->cost);
-        if (pr != 0 || q->cost < 1) {
-            sim_line_error(line_no);
-            fputs("cost ", stderr);
-            cli_put_quoted(stderr, f[2].b, f[2].n);
-            fprintf(stderr, " is not a positive integer%s\n", pr == -2 ? " (too large)" : "");
-            return 2;
-        }
+    q->verb = SIM_REQUEST;
+    if (nf == 2) return 0;
+    /* the third field: a COST (a number: a request), else a verb */
+    char c0 = f[2].b[0];
+    if ((c0 >= '0' && c0 <= '9') || c0 == '-' || c0 == '+') {
+        if (nf > 3) return sim_bad_line(line_no, "more than 3 fields for a request (expected TIME_MS KEY [COST])");
+        return sim_parse_cost(&f[2], line_no, &q->cost);
     }
-    return 0;
+    for (int v = 0; v < CLI_N_VERBS; v++)
+        if (f[2].n == strlen(sim_verbs[v]) && memcmp(f[2].b, sim_verbs[v], f[2].n) == 0) q->verb = v;
+    if (q->verb == SIM_REQUEST) {
+        sim_line_error(line_no);
+        fputs("verb ", stderr);
+        cli_put_quoted(stderr, f[2].b, f[2].n);
+        fputs(" is unknown: expected peek, refund or reset, or a COST (a positive integer)\n", stderr);
+        return 2;
+    }
+    if (q->verb == CLI_VERB_RESET && nf > 3)
+        return sim_bad_line(line_no, "reset takes no COST (expected TIME_MS KEY reset)");
+    if (q->verb == CLI_VERB_REFUND && nf < 4)
+        return sim_bad_line(line_no, "missing COST: how much to give back (expected TIME_MS KEY refund COST)");
+    return nf == 4 ? sim_parse_cost(&f[3], line_no, &q->cost) : 0;
 }
 
-/* One decision on stdout: a line of name=value, or a JSON object. */
+/* One decision on stdout: a line of name=value, or a JSON object; a verb
+ * line names its verb after the key. */
 static void sim_print(const cli_args *a, const sim_request *q, const sluice_decision *d) {
     if (a->json) {
         printf("{\"t\":%" PRId64 ",\"key\":", q->t);
         cli_put_json_bytes(stdout, q->key.b, q->key.n);
+        if (q->verb != SIM_REQUEST) printf(",\"verb\":\"%s\"", sim_verbs[q->verb]);
         printf(",\"cost\":%" PRId64 ",\"allowed\":%s,\"remaining\":%" PRId64 ",\"retry_after_ms\":%" PRId64
                ",\"reset_ms\":%" PRId64 ",\"delay_ms\":%" PRId64 ",\"limit\":%" PRId64
-               ",\"part\":%d,\"part_reset_ms\":%" PRId64 ",\"enforced\":%s}\n",
+               ",\"part\":%d,\"part_reset_ms\":%" PRId64 ",\"enforced\":%s,\"shadow_denied\":%s}\n",
                q->cost, d->allowed ? "true" : "false", d->remaining, d->retry_after_ms, d->reset_ms, d->delay_ms,
-               d->limit, (int)d->part, d->part_reset_ms, d->enforced ? "true" : "false");
+               d->limit, (int)d->part, d->part_reset_ms, d->enforced ? "true" : "false",
+               d->shadow_denied ? "true" : "false");
         return;
     }
     printf("t=%" PRId64 " key=", q->t);
     fwrite(q->key.b, 1, q->key.n, stdout);
+    if (q->verb != SIM_REQUEST) printf(" verb=%s", sim_verbs[q->verb]);
     printf(" cost=%" PRId64 " allowed=%d remaining=%" PRId64 " retry_after_ms=%" PRId64 " reset_ms=%" PRId64
-           " delay_ms=%" PRId64 "%s\n",
+           " delay_ms=%" PRId64 "%s%s\n",
            q->cost, d->allowed ? 1 : 0, d->remaining, d->retry_after_ms, d->reset_ms, d->delay_ms,
-           d->enforced ? "" : " enforced=false");
+           d->shadow_denied ? " shadow_denied=1" : "", d->enforced ? "" : " enforced=false");
+}
+
+/* Makes the decision of line q: the request's, or the verb's (at the
+ * line's time: clk is set to it, for a reset, which has no _at form). */
+static int sim_decide(sluice_store *store, const sluice_policy *policy, sluice_clock *clk, const sim_request *q,
+                      sluice_decision *d) {
+    sluice_clock_manual_set(clk, q->t);
+    switch (q->verb) {
+    case CLI_VERB_PEEK:
+        return sluice_store_peek_at(store, policy, q->key.b, q->key.n, q->cost, q->t, d);
+    case CLI_VERB_REFUND:
+        return sluice_store_refund_at(store, policy, q->key.b, q->key.n, q->cost, q->t, d);
+    case CLI_VERB_RESET:
+        return sluice_store_reset(store, policy, q->key.b, q->key.n, d);
+    default:
+        return sluice_store_acquire_at(store, policy, q->key.b, q->key.n, q->cost, q->t, d);
+    }
 }
 
 /* ---- the command ---- */
@@ -284,7 +352,7 @@ static int sim_run(const cli_args *a, sluice_store *store, const sluice_policy *
     size_t cap = 0;
     ssize_t len;
     int64_t line_no = 0, last_t = 0, last_line = 0;
-    int write_errno = 0, status = 0;
+    int write_errno = 0, status = 0, warned = 0;
     progress_start(a->progress_after_ms);
     while ((len = getline(&line, &cap, stdin)) >= 0) {
         size_t n = (size_t)len;
@@ -294,42 +362,46 @@ static int sim_run(const cli_args *a, sluice_store *store, const sluice_policy *
         if (n > 0 && line[n - 1] == '\n') n--;
         if ((status = sim_parse_line(line, n, line_no, &q)) == 1) continue;
         if (status) break;
-        if (rep->total.requests > 0 && q.t < last_t && !a->allow_backwards) {
+        if (last_line > 0 && q.t < last_t && !a->allow_backwards) {
             status = sim_bad_line(line_no,
                                   "time %" PRId64 " is before %" PRId64 " (line %" PRId64
                                   "): times must not decrease (see --allow-backwards)",
                                   q.t, last_t, last_line);
             break;
         }
-        if (rep->total.requests == 0 || q.t > last_t) last_t = q.t, last_line = line_no;
+        if (last_line == 0 || q.t > last_t) last_t = q.t, last_line = line_no;
 
         sluice_decision d;
-        sluice_clock_manual_set(clk, q.t);
-        int rc = sluice_store_acquire_at(store, policy, q.key.b, q.key.n, q.cost, q.t, &d);
+        int rc = sim_decide(store, policy, clk, &q, &d);
         if (rc != SLUICE_OK) {
             const char *msg = sluice_store_errmsg(store);
             sim_line_error(line_no);
             fputs("key ", stderr);
             cli_put_quoted(stderr, q.key.b, q.key.n);
+            if (q.verb != SIM_REQUEST) fprintf(stderr, " %s", sim_verbs[q.verb]);
+            if (q.verb != CLI_VERB_RESET) fprintf(stderr, " cost %" PRId64, q.cost);
             if (rc == SLUICE_ECOST) /* say which limit: the store's message cannot */
-                fprintf(stderr, " cost %" PRId64 ": %s: cost %" PRId64 " is above %" PRId64
-                        ", the least limit of the policy: it can never be admitted\n",
-                        q.cost, sluice_err_name(rc), q.cost, sluice_policy_max_cost(policy));
+                fprintf(stderr, ": %s: cost %" PRId64 " is above %" PRId64 ", the least limit of the policy: %s\n",
+                        sluice_err_name(rc), q.cost, sluice_policy_max_cost(policy),
+                        q.verb == CLI_VERB_REFUND ? "no request ever takes that much" : "it can never be admitted");
             else
-                fprintf(stderr, " cost %" PRId64 ": %s: %s\n", q.cost, sluice_err_name(rc),
-                        *msg ? msg : sluice_strerror(rc));
+                fprintf(stderr, ": %s: %s\n", sluice_err_name(rc), *msg ? msg : sluice_strerror(rc));
             status = 2;
             break;
         }
-        if (!d.enforced && rep->not_enforced == 0) { /* once: a trace makes many decisions */
+        if (!d.enforced && !warned) { /* once: a trace makes many decisions */
             const char *msg = sluice_store_errmsg(store);
             fflush(stdout);
             progress_clear();
             fprintf(stderr, "sluice simulate: warning: line %" PRId64 ": the store could not decide, so the "
-                            "request was %s without being counted: %s (said once; the summary counts them)\n",
-                    line_no, d.allowed ? "admitted" : "denied", *msg ? msg : "no reason given");
+                            "%s was %s without being counted: %s (said once; the summary counts them)\n",
+                    line_no, q.verb == SIM_REQUEST ? "request" : sim_verbs[q.verb],
+                    q.verb == SIM_REQUEST ? (d.allowed ? "admitted" : "denied") : "answered by on_error",
+                    *msg ? msg : "no reason given");
+            warned = 1;
         }
-        if (cli_report_add(rep, q.t, q.key.b, q.key.n, &d) != 0) {
+        if (q.verb != SIM_REQUEST) rep->verbs[q.verb]++;
+        else if (cli_report_add(rep, q.t, q.key.b, q.key.n, &d) != 0) {
             progress_clear();
             fprintf(stderr, "sluice simulate: line %" PRId64 ": out of memory\n", line_no);
             status = 1;
@@ -409,6 +481,10 @@ int cli_cmd_simulate(int argc, char **argv) {
                 rep.total.allowed, rep.total.denied);
         if (st.keys >= 0) fprintf(stderr, ", %" PRId64 " keys held", st.keys); /* else the store cannot say */
         if (rep.not_enforced) fprintf(stderr, ", %" PRId64 " not enforced", rep.not_enforced);
+        if (rep.shadow_denied) fprintf(stderr, ", %" PRId64 " shadow denied", rep.shadow_denied);
+        if (rep.verbs[CLI_VERB_PEEK] + rep.verbs[CLI_VERB_REFUND] + rep.verbs[CLI_VERB_RESET])
+            fprintf(stderr, "; %" PRId64 " peeks, %" PRId64 " refunds, %" PRId64 " resets", rep.verbs[CLI_VERB_PEEK],
+                    rep.verbs[CLI_VERB_REFUND], rep.verbs[CLI_VERB_RESET]);
         fputc('\n', stderr);
     }
     if (svg) {

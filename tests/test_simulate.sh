@@ -243,6 +243,102 @@ t=1000 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=2999 delay_m
 EOF
 ok "composite" 'fixed-window limit=2 window=1s; leaky-bucket capacity=5 rate=1/s'
 
+# ---- verb lines: peek, refund, reset ----------------------------------------
+# token-bucket C=2 at 1/s (p=1000, tau=2000), as above. A verb line prints
+# the request line's fields with verb= after the key and cost= its COST; a
+# peek is the decision a request of COST would get (nothing consumed), a
+# refund or reset that of a request of cost 1 right after
+# (docs/semantics.md, "Peek, refund, reset").
+#  t=0 a:          b=0 admit, TAT=1000: remaining 1, reset 1000.
+#  t=0 a peek 2:   b=1000; 1000+2000 > 2000 deny: retry 1000, remaining 1,
+#                  reset 1000; TAT stays 1000.
+#  t=0 a peek:     b=1000; 2000 <= 2000 admit: remaining 0, reset 2000.
+#  t=0 a:          the same, made: TAT=2000 (so the peek consumed nothing).
+#  t=0 a:          b=2000: denied, retry 1000, reset 2000.
+#  t=0 a refund 1: TAT > ts: TAT = max(2000-1000, 0) = 1000; then a request
+#                  of cost 1 would get remaining 0, reset 2000 (admitted).
+#  t=0 a:          b=1000: admitted (the refund gave one back): TAT=2000.
+#  t=500 a refund 2: TAT = max(2000-2000, 500) = 500 (not below the
+#                  reading: a full bucket); cost 1: b=0 -> remaining 1,
+#                  reset 1000.
+#  t=500 a reset:  fresh: remaining 1, reset 1000.
+#  t=600 b peek 2: b is never seen: a fresh state: admit, remaining 0,
+#                  reset 2000; nothing is created.
+#  t=600 b refund 1: not held: nothing changes; cost 1 on fresh: remaining
+#                  1, reset 1000.
+#  t=700 a:        fresh since the reset: remaining 1, reset 1000.
+cat >"$tmp/in" <<'EOF'
+0 a
+0 a peek 2
+0	a	peek   # COST 1
+0 a
+0 a
+0 a refund 1
+0 a
+500 a refund 2
+500 a reset
+600 b peek 2
+600 b refund 1
+700 a
+EOF
+cat >"$tmp/want" <<'EOF'
+t=0 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=0 key=a verb=peek cost=2 allowed=0 remaining=1 retry_after_ms=1000 reset_ms=1000 delay_ms=0
+t=0 key=a verb=peek cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=0
+t=0 key=a cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=0
+t=0 key=a cost=1 allowed=0 remaining=0 retry_after_ms=1000 reset_ms=2000 delay_ms=0
+t=0 key=a verb=refund cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=0
+t=0 key=a cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=0
+t=500 key=a verb=refund cost=2 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=500 key=a verb=reset cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=600 key=b verb=peek cost=2 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=0
+t=600 key=b verb=refund cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=700 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
+EOF
+ok "verb lines" 'token-bucket capacity=2 rate=1/s'
+# verb lines are not requests: 5 requests; b (verb lines only) is never held
+grep -qx '# 5 requests, 4 allowed, 1 denied, 1 keys held; 3 peeks, 3 refunds, 1 resets' "$tmp/err" ||
+    fail "verb lines: summary on stderr is '$(cat "$tmp/err")'"
+cp "$tmp/in" "$tmp/verbs.in"
+# A reset is made at the line's time (the manual clock is set to it): a
+# window's reset after it counts from there. fixed-window L=2 W=1000:
+#  t=1500 a, a: window 1 used up.  t=1700 a reset: fresh; cost 1 would
+#  leave 1, reset 2000-1700 = 300.  t=1700 a: admitted, remaining 1.
+printf '1500 a\n1500 a\n1700 a reset\n1700 a\n' >"$tmp/in"
+cat >"$tmp/want" <<'EOF'
+t=1500 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=500 delay_ms=0
+t=1500 key=a cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=500 delay_ms=0
+t=1700 key=a verb=reset cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=300 delay_ms=0
+t=1700 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=300 delay_ms=0
+EOF
+ok "reset at the line's time" 'fixed-window limit=2 window=1s'
+
+# ---- shadow parts: shadow_denied=1 -------------------------------------------
+# fixed-window L=3 W=1000, and a shadow fixed window L=1 that never denies
+# but says when it would have (it counts what it would itself admit of an
+# admitted request; docs/semantics.md, "Shadow parts"):
+#  t=0:      FW 0->1 rem 2, reset 1000; the shadow 0->1, admits.
+#  t=0:      FW 1->2 rem 1; the shadow would deny: shadow_denied=1.
+#  t=0 peek: FW 2+1 <= 3: rem 0; the shadow would deny.
+#  t=0:      FW 2->3 rem 0; the shadow would deny.
+#  t=0:      FW denies (retry 1000); the shadow would too: shadow_denied
+#            whether admitted or not.
+#  t=1000:   new windows for both: rem 2, nothing denied.
+printf '0 a\n0 a\n0 a peek\n0 a\n0 a\n1000 a\n' >"$tmp/in"
+cat >"$tmp/want" <<'EOF'
+t=0 key=a cost=1 allowed=1 remaining=2 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=0 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0 shadow_denied=1
+t=0 key=a verb=peek cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=1000 delay_ms=0 shadow_denied=1
+t=0 key=a cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=1000 delay_ms=0 shadow_denied=1
+t=0 key=a cost=1 allowed=0 remaining=0 retry_after_ms=1000 reset_ms=1000 delay_ms=0 shadow_denied=1
+t=1000 key=a cost=1 allowed=1 remaining=2 retry_after_ms=0 reset_ms=1000 delay_ms=0
+EOF
+SH='fixed-window limit=3 window=1s; shadow fixed-window limit=1 window=1s'
+ok "shadow part" "$SH"
+grep -qx '# 5 requests, 4 allowed, 1 denied, 1 keys held, 3 shadow denied; 1 peeks, 0 refunds, 0 resets' "$tmp/err" ||
+    fail "shadow part: summary on stderr is '$(cat "$tmp/err")'"
+cp "$tmp/in" "$tmp/shadow.in"
+
 # ---- the input format: comments, blank lines, tabs, default cost, CRLF ------
 printf '# a trace\n\n   \t \n0 a # the first\n0\ta\t1\n  0   a  #x\n0 a#no space before the comment\n# 0 a\n0 b 1\r\n' >"$tmp/in"
 cat >"$tmp/want" <<'EOF'
@@ -375,12 +471,29 @@ badline "missing key" '10' 'missing KEY'
 badline "missing key, comment" '10 # a' 'missing KEY'
 badline "cost zero" '10 a 0' 'cost "0" is not a positive integer'
 badline "cost negative" '10 a -1' 'cost "-1" is not a positive integer'
-badline "cost not a number" '10 a two' 'cost "two" is not a positive integer'
+badline "cost not a number" '10 a 2x' 'cost "2x" is not a positive integer'
+badline "neither a cost nor a verb" '10 a two' 'verb "two" is unknown: expected peek, refund or reset, or a COST'
 badline "cost fraction" '10 a 1.5' 'cost "1.5" is not a positive integer'
 badline "cost beyond int64" '10 a 99999999999999999999' 'not a positive integer'
 badline "a fourth field" '10 a 1 more' 'more than 3 fields'
 badline "cost above the limit" '10 a 3' 'SLUICE_ECOST.*above 2'
 badline "decreasing" '-1 a' 'time -1 is before 0 \(line 3\)'
+badline "unknown verb" '10 a peak' 'verb "peak" is unknown: expected peek, refund or reset'
+badline "a verb in capitals" '10 a PEEK' 'verb "PEEK" is unknown'
+badline "refund without COST" '10 a refund' 'missing COST: how much to give back \(expected TIME_MS KEY refund COST\)'
+badline "refund without COST, comment" '10 a refund # 2' 'missing COST'
+badline "reset with a COST" '10 a reset 1' 'reset takes no COST'
+badline "peek cost zero" '10 a peek 0' 'cost "0" is not a positive integer'
+badline "refund cost negative" '10 a refund -1' 'cost "-1" is not a positive integer'
+badline "refund cost not a number" '10 a refund x' 'cost "x" is not a positive integer'
+badline "a fifth field" '10 a peek 1 more' 'more than 4 fields'
+badline "peek above the limit" '10 a peek 3' 'key "a" peek cost 3: SLUICE_ECOST.*above 2'
+badline "refund above the limit" '10 a refund 3' 'key "a" refund cost 3: SLUICE_ECOST.*above 2'
+badline "a verb line back in time" '-1 a reset' 'time -1 is before 0 \(line 3\)'
+# a verb line's time counts too: a request may not go back before it
+printf '10 a peek\n5 a\n' >"$tmp/in"
+echo 't=10 key=a verb=peek cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0' >"$tmp/want"
+bad "back in time after a verb line" 2 'time 5 is before 10 \(line 1\)' 'token-bucket capacity=2 rate=1/s'
 # the range's ends are accepted
 printf -- '-2305843009213693952 a\n2305843009213693952 a\n' >"$tmp/in"
 sim 'token-bucket capacity=2 rate=1/s'
@@ -446,7 +559,9 @@ grep -qx '# 4 requests, 4 allowed, 0 denied, 1 keys held' "$tmp/err" ||
 rc=$?
 [[ $rc -eq 0 ]] || fail "simulate --help exited $rc"
 [[ -s "$tmp/err" ]] && fail "simulate --help wrote to stderr"
-for want in '^usage: sluice simulate \[SPEC \| --policy SPEC\]' 'TIME_MS KEY \[COST\]' '--allow-backwards' '--store URL' '^example:'; do
+for want in '^usage: sluice simulate \[SPEC \| --policy SPEC\]' 'TIME_MS KEY \[COST\]' 'TIME_MS KEY peek \[COST\]' \
+    'TIME_MS KEY refund COST' 'TIME_MS KEY reset' 'shadow_denied=1' 'peeks=P refunds=R resets=Z' '--allow-backwards' \
+    '--store URL' '^example:'; do
     grep -Eq -- "$want" "$tmp/out" || fail "simulate --help lacks /$want/"
 done
 # The help's example is true: run it and compare with the lines it shows.
@@ -543,14 +658,33 @@ bad_args "--policy, a bad SPEC" 'bad SPEC: at 0: unknown algorithm "fixd-window"
 #        reset 1. Denied: remaining 0 (part 0, limit 3), retry 990, reset 990.
 printf '0 c\n0 c\n10 c\n10 c\n' >"$tmp/in"
 cat >"$tmp/want" <<'EOF'
-{"t":0,"key":"c","cost":1,"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":1000,"delay_ms":0,"limit":2,"part":1,"part_reset_ms":1,"enforced":true}
-{"t":0,"key":"c","cost":1,"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":1000,"delay_ms":0,"limit":2,"part":1,"part_reset_ms":2,"enforced":true}
-{"t":10,"key":"c","cost":1,"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":990,"delay_ms":0,"limit":3,"part":0,"part_reset_ms":990,"enforced":true}
-{"t":10,"key":"c","cost":1,"allowed":false,"remaining":0,"retry_after_ms":990,"reset_ms":990,"delay_ms":0,"limit":3,"part":0,"part_reset_ms":990,"enforced":true}
+{"t":0,"key":"c","cost":1,"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":1000,"delay_ms":0,"limit":2,"part":1,"part_reset_ms":1,"enforced":true,"shadow_denied":false}
+{"t":0,"key":"c","cost":1,"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":1000,"delay_ms":0,"limit":2,"part":1,"part_reset_ms":2,"enforced":true,"shadow_denied":false}
+{"t":10,"key":"c","cost":1,"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":990,"delay_ms":0,"limit":3,"part":0,"part_reset_ms":990,"enforced":true,"shadow_denied":false}
+{"t":10,"key":"c","cost":1,"allowed":false,"remaining":0,"retry_after_ms":990,"reset_ms":990,"delay_ms":0,"limit":3,"part":0,"part_reset_ms":990,"enforced":true,"shadow_denied":false}
 EOF
 C2='fixed-window limit=3 window=1s; token-bucket capacity=2 rate=1/ms'
 ok "--json" --json "$C2"
 grep -qx '# 4 requests, 3 allowed, 1 denied, 1 keys held' "$tmp/err" || fail "--json: summary on stderr: $(cat "$tmp/err")"
+# a verb line's object: "verb" after "key", the rest as a request's
+cp "$tmp/verbs.in" "$tmp/in"
+sim --json 'token-bucket capacity=2 rate=1/s'
+[[ $rc -eq 0 ]] || fail "--json, verb lines: exit $rc: $(cat "$tmp/err")"
+sed -n '2p;6p;9p' "$tmp/out" >"$tmp/got"
+cat >"$tmp/want" <<'EOF'
+{"t":0,"key":"a","verb":"peek","cost":2,"allowed":false,"remaining":1,"retry_after_ms":1000,"reset_ms":1000,"delay_ms":0,"limit":2,"part":0,"part_reset_ms":1000,"enforced":true,"shadow_denied":false}
+{"t":0,"key":"a","verb":"refund","cost":1,"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":2000,"delay_ms":0,"limit":2,"part":0,"part_reset_ms":2000,"enforced":true,"shadow_denied":false}
+{"t":500,"key":"a","verb":"reset","cost":1,"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":1000,"delay_ms":0,"limit":2,"part":0,"part_reset_ms":1000,"enforced":true,"shadow_denied":false}
+EOF
+cmp -s "$tmp/want" "$tmp/got" || fail "--json, verb lines: $(diff "$tmp/want" "$tmp/got")"
+[[ $(wc -l <"$tmp/out") -eq 12 && $(grep -c '"verb"' "$tmp/out") -eq 7 ]] ||
+    fail "--json, verb lines: not one object a line, \"verb\" on the 7 verb lines: $(cat "$tmp/out")"
+# shadow_denied is always given: true where the line says shadow_denied=1
+cp "$tmp/shadow.in" "$tmp/in"
+sim --json "$SH"
+[[ "$(grep -o '"shadow_denied":[a-z]*' "$tmp/out" | tr '\n' ' ')" == \
+    '"shadow_denied":false "shadow_denied":true "shadow_denied":true "shadow_denied":true "shadow_denied":true "shadow_denied":false ' ]] ||
+    fail "--json, shadow part: $(cat "$tmp/out")"
 # the JSON says what the lines say, line for line, for every algorithm
 cp "$tmp/gen" "$tmp/in"
 for spec in 'token-bucket capacity=50 rate=1/s' 'leaky-bucket capacity=50 rate=1/s' \
@@ -563,7 +697,7 @@ import json, sys
 for n, line in enumerate(open(sys.argv[1]), 1):
     d = json.loads(line)
     assert list(d) == ["t", "key", "cost", "allowed", "remaining", "retry_after_ms", "reset_ms",
-                       "delay_ms", "limit", "part", "part_reset_ms", "enforced"], list(d)
+                       "delay_ms", "limit", "part", "part_reset_ms", "enforced", "shadow_denied"], list(d)
     print("t=%d key=%s cost=%d allowed=%d remaining=%d retry_after_ms=%d reset_ms=%d delay_ms=%d" % (
         d["t"], d["key"], d["cost"], d["allowed"], d["remaining"], d["retry_after_ms"],
         d["reset_ms"], d["delay_ms"]))
@@ -622,6 +756,33 @@ assert d["other_keys"] == {"keys": 2, "requests": 2, "allowed": 2, "denied": 0},
 : >"$tmp/want"
 printf 'requests=0 allowed=0 denied=0 keys=0\npart=0 requests=0 allowed=0 denied=0 config=fixed-window limit=1 window=1s\n' >"$tmp/want"
 ok "--summary, an empty trace" 'fixed-window limit=1 window=1s' --summary
+# verb lines are counted apart: not requests, and a key seen only in verb
+# lines (b) is not among the keys
+cp "$tmp/verbs.in" "$tmp/in"
+cat >"$tmp/want" <<'EOF'
+requests=5 allowed=4 denied=1 keys=1 peeks=3 refunds=3 resets=1
+part=0 requests=5 allowed=4 denied=1 config=token-bucket capacity=2 rate=1/s
+key=a requests=5 allowed=4 denied=1
+EOF
+ok "--summary, verb lines" 'token-bucket capacity=2 rate=1/s' --summary
+# requests a shadow part would have denied; a shadow part is named so, and
+# sets no decision (the decisions come from the enforced parts)
+cp "$tmp/shadow.in" "$tmp/in"
+cat >"$tmp/want" <<'EOF'
+requests=5 allowed=4 denied=1 keys=1 shadow_denied=3 peeks=1 refunds=0 resets=0
+part=0 requests=5 allowed=4 denied=1 config=fixed-window limit=3 window=1s
+part=1 requests=0 allowed=0 denied=0 config=shadow fixed-window limit=1 window=1s
+key=a requests=5 allowed=4 denied=1
+EOF
+ok "--summary, a shadow part" "$SH" --summary
+sim "$SH" --summary --json
+python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert (d["requests"], d["allowed"], d["denied"], d["keys"]) == (5, 4, 1, 1), d
+assert (d["shadow_denied"], d["peeks"], d["refunds"], d["resets"]) == (3, 1, 0, 0), d
+assert [p["config"] for p in d["parts"]] == ["fixed-window limit=3 window=1s", "shadow fixed-window limit=1 window=1s"], d
+' "$tmp/out" 2>"$tmp/py-err" || fail "--summary --json, a shadow part: $(cat "$tmp/py-err")"
 bad_args "--summary=0" '--summary=0: expected a number of keys' 'fixed-window limit=1 window=1s' --summary=0
 bad_args "--summary=x" '--summary=x: expected' 'fixed-window limit=1 window=1s' --summary=x
 # (the parser every command shares names the option, as check's does)
@@ -743,6 +904,12 @@ sim 'fixed-window limit=1 window=1s' --svg "$tmp/no/such/p.svg"
 [[ $rc -eq 2 && ! -s "$tmp/out" ]] || fail "--svg in a missing directory: exit $rc"
 grep -q -- "--svg $tmp/no/such/p.svg: No such file or directory" "$tmp/err" || fail "--svg, missing directory: $(cat "$tmp/err")"
 bad_args "--svg without FILE" '--svg needs a FILE' 'fixed-window limit=1 window=1s' --svg
+# verb lines are not drawn: a's panel has its 5 requests, b (verb lines
+# only) none
+cp "$tmp/verbs.in" "$tmp/in"
+sim 'token-bucket capacity=2 rate=1/s' --svg "$tmp/p.svg"
+[[ $rc -eq 0 ]] || fail "--svg, verb lines: exit $rc: $(cat "$tmp/err")"
+check_svg "$tmp/p.svg" 'token-bucket capacity=2 rate=1/s' a:5:4:1
 
 # ---- progress: on a terminal only, for long runs ----------------------------------
 # --progress-after-ms is test-only: progress from the start of the run.
