@@ -261,12 +261,14 @@ ok "composite" 'fixed-window limit=2 window=1s; leaky-bucket capacity=5 rate=1/s
 #  t=500 a refund 2: TAT = max(2000-2000, 500) = 500 (not below the
 #                  reading: a full bucket); cost 1: b=0 -> remaining 1,
 #                  reset 1000.
+#  t=500 a 2:      b=0: 2000 <= 2000 admit, TAT=2500: remaining 0, reset 2000.
 #  t=500 a reset:  fresh: remaining 1, reset 1000.
 #  t=600 b peek 2: b is never seen: a fresh state: admit, remaining 0,
 #                  reset 2000; nothing is created.
 #  t=600 b refund 1: not held: nothing changes; cost 1 on fresh: remaining
 #                  1, reset 1000.
-#  t=700 a:        fresh since the reset: remaining 1, reset 1000.
+#  t=700 a:        fresh since the reset: remaining 1, reset 1000 (without
+#                  it, b=1800 would deny).
 cat >"$tmp/in" <<'EOF'
 0 a
 0 a peek 2
@@ -276,6 +278,7 @@ cat >"$tmp/in" <<'EOF'
 0 a refund 1
 0 a
 500 a refund 2
+500 a 2
 500 a reset
 600 b peek 2
 600 b refund 1
@@ -290,14 +293,15 @@ t=0 key=a cost=1 allowed=0 remaining=0 retry_after_ms=1000 reset_ms=2000 delay_m
 t=0 key=a verb=refund cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=0
 t=0 key=a cost=1 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=0
 t=500 key=a verb=refund cost=2 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
+t=500 key=a cost=2 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=0
 t=500 key=a verb=reset cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
 t=600 key=b verb=peek cost=2 allowed=1 remaining=0 retry_after_ms=0 reset_ms=2000 delay_ms=0
 t=600 key=b verb=refund cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
 t=700 key=a cost=1 allowed=1 remaining=1 retry_after_ms=0 reset_ms=1000 delay_ms=0
 EOF
 ok "verb lines" 'token-bucket capacity=2 rate=1/s'
-# verb lines are not requests: 5 requests; b (verb lines only) is never held
-grep -qx '# 5 requests, 4 allowed, 1 denied, 1 keys held; 3 peeks, 3 refunds, 1 resets' "$tmp/err" ||
+# verb lines are not requests: 6 requests; b (verb lines only) is never held
+grep -qx '# 6 requests, 5 allowed, 1 denied, 1 keys held; 3 peeks, 3 refunds, 1 resets' "$tmp/err" ||
     fail "verb lines: summary on stderr is '$(cat "$tmp/err")'"
 cp "$tmp/in" "$tmp/verbs.in"
 # A reset is made at the line's time (the manual clock is set to it): a
@@ -670,14 +674,14 @@ grep -qx '# 4 requests, 3 allowed, 1 denied, 1 keys held' "$tmp/err" || fail "--
 cp "$tmp/verbs.in" "$tmp/in"
 sim --json 'token-bucket capacity=2 rate=1/s'
 [[ $rc -eq 0 ]] || fail "--json, verb lines: exit $rc: $(cat "$tmp/err")"
-sed -n '2p;6p;9p' "$tmp/out" >"$tmp/got"
+sed -n '2p;6p;10p' "$tmp/out" >"$tmp/got"
 cat >"$tmp/want" <<'EOF'
 {"t":0,"key":"a","verb":"peek","cost":2,"allowed":false,"remaining":1,"retry_after_ms":1000,"reset_ms":1000,"delay_ms":0,"limit":2,"part":0,"part_reset_ms":1000,"enforced":true,"shadow_denied":false}
 {"t":0,"key":"a","verb":"refund","cost":1,"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":2000,"delay_ms":0,"limit":2,"part":0,"part_reset_ms":2000,"enforced":true,"shadow_denied":false}
 {"t":500,"key":"a","verb":"reset","cost":1,"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":1000,"delay_ms":0,"limit":2,"part":0,"part_reset_ms":1000,"enforced":true,"shadow_denied":false}
 EOF
 cmp -s "$tmp/want" "$tmp/got" || fail "--json, verb lines: $(diff "$tmp/want" "$tmp/got")"
-[[ $(wc -l <"$tmp/out") -eq 12 && $(grep -c '"verb"' "$tmp/out") -eq 7 ]] ||
+[[ $(wc -l <"$tmp/out") -eq 13 && $(grep -c '"verb"' "$tmp/out") -eq 7 ]] ||
     fail "--json, verb lines: not one object a line, \"verb\" on the 7 verb lines: $(cat "$tmp/out")"
 # shadow_denied is always given: true where the line says shadow_denied=1
 cp "$tmp/shadow.in" "$tmp/in"
@@ -760,9 +764,9 @@ ok "--summary, an empty trace" 'fixed-window limit=1 window=1s' --summary
 # lines (b) is not among the keys
 cp "$tmp/verbs.in" "$tmp/in"
 cat >"$tmp/want" <<'EOF'
-requests=5 allowed=4 denied=1 keys=1 peeks=3 refunds=3 resets=1
-part=0 requests=5 allowed=4 denied=1 config=token-bucket capacity=2 rate=1/s
-key=a requests=5 allowed=4 denied=1
+requests=6 allowed=5 denied=1 keys=1 peeks=3 refunds=3 resets=1
+part=0 requests=6 allowed=5 denied=1 config=token-bucket capacity=2 rate=1/s
+key=a requests=6 allowed=5 denied=1
 EOF
 ok "--summary, verb lines" 'token-bucket capacity=2 rate=1/s' --summary
 # requests a shadow part would have denied; a shadow part is named so, and
@@ -904,12 +908,12 @@ sim 'fixed-window limit=1 window=1s' --svg "$tmp/no/such/p.svg"
 [[ $rc -eq 2 && ! -s "$tmp/out" ]] || fail "--svg in a missing directory: exit $rc"
 grep -q -- "--svg $tmp/no/such/p.svg: No such file or directory" "$tmp/err" || fail "--svg, missing directory: $(cat "$tmp/err")"
 bad_args "--svg without FILE" '--svg needs a FILE' 'fixed-window limit=1 window=1s' --svg
-# verb lines are not drawn: a's panel has its 5 requests, b (verb lines
+# verb lines are not drawn: a's panel has its 6 requests, b (verb lines
 # only) none
 cp "$tmp/verbs.in" "$tmp/in"
 sim 'token-bucket capacity=2 rate=1/s' --svg "$tmp/p.svg"
 [[ $rc -eq 0 ]] || fail "--svg, verb lines: exit $rc: $(cat "$tmp/err")"
-check_svg "$tmp/p.svg" 'token-bucket capacity=2 rate=1/s' a:5:4:1
+check_svg "$tmp/p.svg" 'token-bucket capacity=2 rate=1/s' a:6:5:1
 
 # ---- progress: on a terminal only, for long runs ----------------------------------
 # --progress-after-ms is test-only: progress from the start of the run.
