@@ -336,7 +336,7 @@ TEST(changed_configuration_keeps_usage) {
 /* ---- differential: the store against one limiter per key ---- */
 
 static const char *const specs[] = {
-    STORE_TEST_SPECS
+    STORE_TEST_SPECS STORE_TEST_SHADOW_SPECS
 };
 #define N_SPECS (sizeof specs / sizeof specs[0])
 #define N_KEYS 24
@@ -346,10 +346,12 @@ typedef struct {
     int64_t last_use_evictions[N_SPECS][N_KEYS]; /* evictions count at the key's last decision */
 } refs;
 
+static sluice_clock *ref_clock; /* the references' (a reset reads it) */
+
 static void refs_reset(refs *r, size_t spec, size_t key, const sluice_policy *p) {
     sluice_limiter_free(r->l[spec][key]);
     r->l[spec][key] = NULL;
-    sluice_limiter_new_policy(p, sluice_clock_monotonic(), &r->l[spec][key]);
+    sluice_limiter_new_policy(p, ref_clock, &r->l[spec][key]);
 }
 
 /* Whether a reference limiter is in its fresh state at now_ms. */
@@ -369,7 +371,9 @@ static int ref_fresh(sluice_limiter *l, int64_t now_ms) {
 static long run_trace(uint64_t seed, const char *url, int evict, long steps, int collide) {
     sluice_policy *pol[N_SPECS];
     for (size_t i = 0; i < N_SPECS; i++) pol[i] = policy_i(i, specs[i]);
-    sluice_store *s = open_store(url, NULL);
+    sluice_clock *clock = sluice_clock_manual_new(0); /* the store's: a reset reads it */
+    ref_clock = sluice_clock_manual_new(0);
+    sluice_store *s = open_store(url, clock);
     if (!s) return -1;
     if (collide) sluice__memory_store_collide(s);
     static refs r;
@@ -382,6 +386,8 @@ static long run_trace(uint64_t seed, const char *url, int evict, long steps, int
     for (long step = 0; step < steps && failures == 0; step++) {
         trace_step st;
         trace_draw(&rs, &now, SLUICE_TIME_MAX_MS / 2, pol, N_SPECS, N_KEYS, &st);
+        trace_verb(&rs, &st);
+        sluice_clock_manual_set(clock, now);
         /* the store's time: the highest reading of a call that succeeded */
         int64_t eff = now > high ? now : high;
         size_t sp = st.spec, key = st.key;
@@ -402,19 +408,20 @@ static long run_trace(uint64_t seed, const char *url, int evict, long steps, int
             }
         }
         sluice_decision got, want;
-        int rc = sluice_store_acquire_at(s, pol[sp], kb, (size_t)kn, cost, now, &got);
-        int rc_ref = sluice_acquire_at(r.l[sp][key], cost, eff, &want);
+        int rc = store_verb(s, pol[sp], kb, (size_t)kn, st.verb, cost, now, &got);
+        int rc_ref = limiter_verb(r.l[sp][key], ref_clock, st.verb, cost, eff, &want);
         expect_lag(&want, eff - now); /* waits count from the reading */
-        if (rc == 0 && got.allowed) high = eff; /* store time: the highest admitted at */
+        if (rc == 0 && got.allowed && st.verb == TRACE_ACQUIRE) high = eff; /* store time: the highest admitted at */
         if (rc != rc_ref) {
-            fprintf(stderr, "seed %llu step %ld: rc %d, reference %d\n", (unsigned long long)seed, step, rc, rc_ref);
+            fprintf(stderr, "seed %llu step %ld: %s: rc %d, reference %d\n", (unsigned long long)seed, step,
+                    verb_name(st.verb), rc, rc_ref);
             failures++;
             continue;
         }
         if (rc == 0 && !same(&got, &want)) {
-            fprintf(stderr, "seed %llu step %ld: %s key %s cost %lld at %lld (store time %lld)\n",
-                    (unsigned long long)seed, step, specs[sp], kb, (long long)cost, (long long)now,
-                    (long long)eff);
+            fprintf(stderr, "seed %llu step %ld: %s %s key %s cost %lld at %lld (store time %lld)\n",
+                    (unsigned long long)seed, step, verb_name(st.verb), specs[sp], kb, (long long)cost,
+                    (long long)now, (long long)eff);
             print_decision("store", &got);
             print_decision("reference", &want);
             failures++;
@@ -430,6 +437,8 @@ static long run_trace(uint64_t seed, const char *url, int evict, long steps, int
         sluice_policy_free(pol[i]);
     }
     sluice_store_close(s);
+    sluice_clock_free(clock);
+    sluice_clock_free(ref_clock);
     return failures ? -1 : explained;
 }
 
@@ -439,8 +448,8 @@ static long run_trace(uint64_t seed, const char *url, int evict, long steps, int
 TEST(differential_lossless_forgetting) {
     long steps = (long)(200000 * scale());
     for (uint64_t seed = 1; seed <= 4; seed++) {
-        /* 11 policies x 24 keys = 264 pairs, but few are not fresh at once */
-        CHECK(run_trace(seed, "memory:?max_keys=264", 0, steps, 0) >= 0);
+        /* 15 policies x 24 keys = 360 pairs, but few are not fresh at once */
+        CHECK(run_trace(seed, "memory:?max_keys=360", 0, steps, 0) >= 0);
     }
     CHECK(run_trace(99, "memory:?max_keys=100000", 0, steps, 0) >= 0);
 }
@@ -460,7 +469,7 @@ TEST(differential_forced_eviction) {
 
 /* Every key collides: only slower, still exact. */
 TEST(differential_all_keys_collide) {
-    CHECK(run_trace(7, "memory:?max_keys=264", 0, (long)(50000 * scale()), 1) >= 0);
+    CHECK(run_trace(7, "memory:?max_keys=360", 0, (long)(50000 * scale()), 1) >= 0);
     CHECK(run_trace(8, "memory:?max_keys=8", 1, (long)(50000 * scale()), 1) >= 0);
 }
 

@@ -176,9 +176,11 @@ static int registered_init(void *item, void *ctx) {
             break;
         }
     const sluice__algo *a = r->policy.algo[0];
-    r->inline_state = r->policy.n_parts == 1 && a->state_bytes <= sizeof(sluice__i128) &&
-                      !(a->flags & SLUICE__ALGO_GROWS);
-    r->gcra = r->policy.n_parts == 1 && (a->flags & SLUICE__ALGO_GCRA) ? (a->flags & SLUICE__ALGO_DELAYS) != 0 : -1;
+    /* one enforced part: decided straight by its algorithm (a shadow part
+     * is decided by the policy's, composite.c) */
+    int one = r->policy.n_parts == 1 && !r->policy.n_shadow;
+    r->inline_state = one && a->state_bytes <= sizeof(sluice__i128) && !(a->flags & SLUICE__ALGO_GROWS);
+    r->gcra = one && (a->flags & SLUICE__ALGO_GCRA) ? (a->flags & SLUICE__ALGO_DELAYS) != 0 : -1;
     return 0;
 }
 
