@@ -780,10 +780,104 @@ TEST(counts_exact_when_a_thread_decides_while_exiting) {
     pthread_key_delete(late_key);
 }
 
+/* ---- the verbs ---- */
+
+/* A peek or refund of a key not held adds none; a reset forgets the key
+ * whichever configuration of the name keeps it (and nothing of another
+ * name); shadow denials are counted. */
+TEST(verbs_add_no_key_and_reset_forgets_any_configuration) {
+    sluice_clock *c = sluice_clock_manual_new(1000);
+    sluice_store *s = open_store("memory:", c);
+    sluice_policy *a = policy("login", "sliding-log limit=3 window=1h");
+    sluice_policy *b = policy("login", "sliding-log limit=5 window=1h");
+    sluice_policy *other = policy("other", "sliding-log limit=3 window=1h");
+    sluice_policy *sh = policy("try", "token-bucket capacity=10 rate=1/h; shadow fixed-window limit=2 window=1h");
+    REQUIRE(s && a && b && other && sh);
+    sluice_decision d;
+    CHECK_EQ(sluice_store_peek_at(s, a, "u", 1, 3, 1000, &d), 0);
+    CHECK(d.allowed && d.remaining == 0);
+    CHECK_EQ(sluice_store_refund_at(s, a, "u", 1, 2, 1000, &d), 0);
+    CHECK(d.allowed && d.remaining == 2);
+    CHECK_EQ(sluice_store_refund(s, a, "u", 1, 1, NULL), 0);
+    CHECK_EQ(stats(s).keys, 0);
+    CHECK_EQ(sluice_store_acquire_at(s, a, "u", 1, 3, 1000, &d), 0);
+    CHECK_EQ(sluice_store_acquire_at(s, other, "u", 1, 3, 1000, &d), 0);
+    CHECK_EQ(stats(s).keys, 2);
+    CHECK_EQ(sluice_store_reset(s, b, "u", 1, &d), 0); /* kept by a: forgotten all the same */
+    CHECK(d.allowed && d.remaining == 4 && d.limit == 5);
+    CHECK_EQ(stats(s).keys, 1);
+    CHECK_EQ(sluice_store_acquire_at(s, a, "u", 1, 3, 1000, &d), 0);
+    CHECK(d.allowed);
+    CHECK_EQ(sluice_store_acquire_at(s, other, "u", 1, 1, 1000, &d), 0);
+    CHECK(!d.allowed); /* another name: untouched */
+    for (int i = 0; i < 4; i++) CHECK_EQ(sluice_store_acquire_at(s, sh, "k", 1, 1, 1000, &d), 0);
+    CHECK(d.allowed && d.shadow_denied && d.remaining == 6);
+    sluice_stats st = stats(s);
+    CHECK_EQ(st.shadow_denied, 2);
+    CHECK_EQ(st.allowed, 3 + 4); /* decisions, not costs */
+    sluice_store_close(s);
+    sluice_policy_free(a);
+    sluice_policy_free(b);
+    sluice_policy_free(other);
+    sluice_policy_free(sh);
+    sluice_clock_free(c);
+}
+
+/* Threads mixing acquires and refunds on one key at one reading: never
+ * beyond fresh or below empty; what it holds at the end is exactly what
+ * was admitted less what was refunded. */
+static sluice_store *mix_store;
+static sluice_policy *mix_policy;
+static atomic_long mix_admitted, mix_refunded, mix_bad;
+
+static void *mix_thread(void *arg) {
+    uint64_t rs = (uint64_t)(uintptr_t)arg;
+    for (int i = 0; i < 20000; i++) {
+        sluice_decision d;
+        if (sluice_store_acquire_at(mix_store, mix_policy, "hot", 3, 1, 5000, &d) != 0) atomic_fetch_add(&mix_bad, 1);
+        if (d.allowed) {
+            atomic_fetch_add(&mix_admitted, 1);
+            if (check_range_(&rs, 0, 1)) {
+                if (sluice_store_refund_at(mix_store, mix_policy, "hot", 3, 1, 5000, NULL) != 0)
+                    atomic_fetch_add(&mix_bad, 1);
+                atomic_fetch_add(&mix_refunded, 1);
+            }
+        }
+        if (sluice_store_peek_at(mix_store, mix_policy, "hot", 3, 1, 5000, &d) != 0 || d.remaining < 0 ||
+            d.remaining > d.limit)
+            atomic_fetch_add(&mix_bad, 1);
+    }
+    return NULL;
+}
+
+TEST(threads_mixing_acquires_and_refunds_stay_within_the_limit) {
+    static const char *const mix[] = {"token-bucket capacity=50 rate=1/h", "fixed-window limit=50 window=1h",
+                                      "sliding-log limit=50 window=1h",
+                                      "leaky-bucket capacity=60 rate=1/h; sliding-window limit=50 window=1h"};
+    for (size_t k = 0; k < sizeof mix / sizeof mix[0]; k++) {
+        mix_store = open_store("memory:", NULL);
+        mix_policy = policy("mix", mix[k]);
+        REQUIRE(mix_store && mix_policy);
+        atomic_store(&mix_admitted, 0), atomic_store(&mix_refunded, 0), atomic_store(&mix_bad, 0);
+        pthread_t t[4];
+        for (uintptr_t i = 0; i < 4; i++) pthread_create(&t[i], NULL, mix_thread, (void *)(i + 1));
+        for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+        long kept = atomic_load(&mix_admitted) - atomic_load(&mix_refunded);
+        CHECK_EQ(atomic_load(&mix_bad), 0);
+        CHECK(kept <= 50 && atomic_load(&mix_refunded) > 0);
+        sluice_decision d;
+        CHECK_EQ(sluice_store_peek_at(mix_store, mix_policy, "hot", 3, 1, 5000, &d), 0);
+        CHECK_EQ(d.remaining, 50 - kept);
+        sluice_store_close(mix_store);
+        sluice_policy_free(mix_policy);
+    }
+}
+
 TEST_MAIN(per_key_state_is_independent, keys_are_binary_safe, bad_urls_and_options,
           full_store_refuses_new_keys_changing_nothing, full_store_evicts_least_recently_used,
           eviction_spares_the_key_in_use, new_key_fresh_soonest_is_forgotten_not_an_older_key_evicted,
-          changed_configuration_keeps_usage, differential_lossless_forgetting, differential_forced_eviction,
+          changed_configuration_keeps_usage, verbs_add_no_key_and_reset_forgets_any_configuration,
+          threads_mixing_acquires_and_refunds_stay_within_the_limit, differential_lossless_forgetting, differential_forced_eviction,
           differential_all_keys_collide, refuse_is_exact_for_held_keys,
           keys_alike_in_their_first_word_stay_apart, acquire_many_equals_one_acquire_at_each,
           threads_race_first_request_on_one_key,
