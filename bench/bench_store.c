@@ -63,9 +63,12 @@
  *             batches of 16 through sluice_store_acquire_many, which reads
  *             the clock once a batch and fetches the batch's keys, index
  *             slots and entries into the cache before deciding.
- *           "peek_at", "refund_at" (1 thread): sluice_store_peek_at and
- *             sluice_store_refund_at (cost 1) of the same held keys at a
- *             reading a run; goal: within 1.2x of acquire_at. "reset +
+ *           "peek_at" (1 thread): sluice_store_peek_at of the same held
+ *             keys at a reading a run; goal: within 1.2x of acquire_at.
+ *             "acquire_at + refund_at": each acquire_at followed by the
+ *             refund that undoes it (a refund of a bucket already full is
+ *             a compare and a return: this one has work); goal: the pair
+ *             less acquire_at within 1.2x of acquire_at. "reset +
  *             acquire_at": sluice_store_reset of a held key, then the
  *             acquire_at that adds it back (a reset forgets the key, so a
  *             run of resets alone would reset keys not held); the pair's
@@ -447,8 +450,9 @@ static inline __attribute__((always_inline)) void store_loop(run_ctx *c, int tid
         int e;
         if (verb == VERB_PEEK) {
             e = sluice_store_peek_at(s, p, key, KEY_LEN, 1, now, &d);
-        } else if (verb == VERB_REFUND) {
-            e = sluice_store_refund_at(s, p, key, KEY_LEN, 1, now, &d);
+        } else if (verb == VERB_REFUND) { /* the admission it undoes first: a refund with work to do */
+            e = sluice_store_acquire_at(s, p, key, KEY_LEN, 1, now, &d);
+            if (!e) e = sluice_store_refund_at(s, p, key, KEY_LEN, 1, now, &d);
         } else {
             e = verb == VERB_RESET ? sluice_store_reset(s, p, key, KEY_LEN, &d) : 0; /* then added back */
             int a = at ? sluice_store_acquire_at(s, p, key, KEY_LEN, 1, now, &d)
@@ -571,7 +575,7 @@ enum { K_CAS, K_CLOCK_CAS, K_AT, K_ACQUIRE, K_AT_STREAMED, K_ACQUIRE_STREAMED, K
 static const char *const kind_names[N_KINDS] = {
     "floor cas",     "floor clock + cas",         "store acquire_at",
     "store acquire", "store acquire_at streamed", "store acquire streamed",
-    "store acquire_many by 16", "store peek_at", "store refund_at", "store reset + acquire_at",
+    "store acquire_many by 16", "store peek_at", "store acquire_at + refund_at", "store reset + acquire_at",
     "floor cas + 20 mul"};
 #define FLOOR_WORK 20 /* K_CAS_WORK's multiply-adds */
 
@@ -581,7 +585,7 @@ static int is_store_kind(int kind) {
 
 /* A store kind whose operations the stats count as decisions. */
 static int counts_decisions(int kind) {
-    return is_store_kind(kind) && kind != K_PEEK && kind != K_REFUND;
+    return is_store_kind(kind) && kind != K_PEEK;
 }
 
 /* [size][kind][threads - 1] */
@@ -658,8 +662,8 @@ static void run_cases(workload *w, int size) {
         if (kind == K_MANY)
             printf("not a goal: batches (the store fetches a batch's keys into the cache ahead):\n");
         if (kind == K_PEEK)
-            printf("the verbs beside acquire (a reading a run, as acquire_at; a reset is paired with the acquire "
-                   "that adds its key back):\n");
+            printf("the verbs beside acquire (a reading a run, as acquire_at; a refund follows the admission it "
+                   "undoes, a reset precedes the acquire that adds its key back):\n");
         if (kind == K_CAS_WORK)
             printf("for scale: the floor with a little work between its load and its CAS:\n");
 
@@ -856,10 +860,13 @@ static void print_goals(void) {
         }
     for (int kind = K_PEEK; kind <= K_REFUND; kind++)
         for (int size = 0; size < N_SIZES; size++) {
+            /* a refund's own cost: its pair's less the acquire_at's */
             result v = res[size][kind][0], a = res[size][K_AT][0];
-            snprintf(what, sizeof what, "%s %s / acquire_at %s, 1 thread", kind == K_PEEK ? "peek_at" : "refund_at",
-                     size_names[size], size_names[size]);
-            goal_line(what, v.med / a.med, "x", "<=", 1.2, v.med / a.med <= 1.2, max2(v.spread, a.spread));
+            double x = kind == K_PEEK ? v.med / a.med : (v.med - a.med) / a.med;
+            snprintf(what, sizeof what, "%s %s / acquire_at %s, 1 thread",
+                     kind == K_PEEK ? "peek_at" : "refund_at (pair - acquire_at)", size_names[size],
+                     size_names[size]);
+            goal_line(what, x, "x", "<=", 1.2, x <= 1.2, max2(v.spread, a.spread));
         }
     for (int size = 0; size < N_SIZES; size++) {
         if (!mem[size].ok) continue;
