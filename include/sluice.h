@@ -662,13 +662,16 @@ SLUICE_EXTERN void sluice_store_close(sluice_store *s);
  * are rounded up, so no client retries before the real retry time;
  * q, w, r and t stop at 999999999999999 (an sf-integer's 15 digits).
  * A composite policy names its parts "NAME", "NAME.1", "NAME.2", ...
+ * Shadow parts are not limits a client meets: RateLimit-Policy leaves them
+ * out (the others keep their names), and a policy of shadow parts only
+ * gets no fields at all (an empty text, 0).
  * Returns, as snprintf does, the length of the whole text (excluding the
  * NUL) whatever len is: when it is below len, buf holds the text; else buf
  * holds "" when len > 0 (never a text cut in the middle of a field), so a
  * result >= len means "call again with result + 1 bytes"; buf may be NULL
  * when len is 0. SLUICE_EINVAL for NULL p or d, a NULL buf with len > 0,
- * or a decision that cannot come from p (its part out of range, a negative
- * field). Thread-safe. */
+ * or a decision that cannot come from p (its part out of range or a shadow
+ * part, a negative field). Thread-safe. */
 SLUICE_EXTERN int sluice_headers_format(const sluice_policy *p, const sluice_decision *d, char *buf,
                                         size_t len);
 
