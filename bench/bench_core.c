@@ -57,9 +57,15 @@
  *               window 30 days: every decision is a denial. The composite's
  *               token bucket is exhausted while its window still admits, so
  *               a denial asks both parts and reports the window's state.
+ *  verbs    on the same allow-path limiters, 1 thread, at acquire_at's
+ *           readings: sluice_peek_at of cost 1, and acquire_at followed by
+ *           the sluice_refund_at that undoes it (a refund of a full bucket
+ *           is a compare and a return: this one has work to do).
  *  goals    the ratios the issue sets, with PASS/MISS (informational): the
  *           token bucket's acquire allow path <= 1.3x clock + cas64, its
- *           acquire_at <= 1.3x cas64, and deny no slower than allow.
+ *           acquire_at <= 1.3x cas64, and deny no slower than allow; a peek
+ *           within 1.2x of acquire_at, and a refund (its pair less the
+ *           acquire_at) within 1.2x too.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -466,6 +472,7 @@ static size_t configs(int algo, int allow, sluice_config parts[2]) {
 typedef struct {
     sluice_limiter *l;
     int at;                 /* 1: sluice_acquire_at; 0: sluice_acquire     */
+    int verb;               /* at: 0 acquire_at, 1 peek_at, 2 acquire_at + refund_at */
     int64_t step_ms;        /* acquire_at: the reading's advance per decision */
     int allow;              /* the path every decision must take            */
     _Atomic int64_t next_ms; /* acquire_at: where the next run's readings start */
@@ -488,7 +495,8 @@ static void work_limiter(void *ctx, int tid, uint64_t n) {
     } else {
         int64_t now = atomic_load(&c->next_ms), step = c->step_ms;
         for (uint64_t i = 0; i < n; i++) {
-            int e = sluice_acquire_at(c->l, 1, now, &d);
+            int e = c->verb == 1 ? sluice_peek_at(c->l, 1, now, &d) : sluice_acquire_at(c->l, 1, now, &d);
+            if (c->verb == 2 && !e) e = sluice_refund_at(c->l, 1, now, &d); /* undoes it: work to do */
             if (e) rc = e;
             allowed += d.allowed;
             now += step;
@@ -505,7 +513,9 @@ static void work_limiter(void *ctx, int tid, uint64_t n) {
 /* 1-thread results, for the goals: [algo][at][allow] */
 static result lim_1t[N_ALGOS][2][2], lim_2t[N_ALGOS][2][2];
 
-static void bench_one_limiter(int algo, int at, int allow, int nt) {
+static result lim_verb[N_ALGOS][3]; /* [algo][verb], acquire_at allow 1 thread */
+
+static void bench_one_limiter_verb(int algo, int at, int allow, int nt, int verb) {
     sluice_config parts[2];
     size_t n_parts = configs(algo, allow, parts);
     sluice_policy *p;
@@ -523,6 +533,7 @@ static void bench_one_limiter(int algo, int at, int allow, int nt) {
     if (!c) exit(1);
     c->l = l;
     c->at = at;
+    c->verb = verb;
     c->allow = allow;
     c->step_ms = at && allow && algo == ALGO_LOG ? 1 : 0;
     atomic_init(&c->next_ms, sluice_clock_now_ms(sluice_clock_monotonic()));
@@ -543,8 +554,9 @@ static void bench_one_limiter(int algo, int at, int allow, int nt) {
     unsigned long met = sluice__limiter_contention(l) - met0;
 
     char label[64], extra[128];
-    snprintf(label, sizeof label, "%-15s %-10s %-5s %s", algo_names[algo],
-             at ? "acquire_at" : "acquire", allow ? "allow" : "deny", nt == 1 ? "1 thread" : "2 threads");
+    static const char *const verbs[] = {"acquire_at", "peek_at", "+ refund_at"};
+    snprintf(label, sizeof label, "%-15s %-10s %-5s %s", algo_names[algo], at ? verbs[verb] : "acquire",
+             allow ? "allow" : "deny", nt == 1 ? "1 thread" : "2 threads");
     int n = 0;
     if (nt == 2)
         n = snprintf(extra, sizeof extra, "%6.1f M decisions/s  met each other %.1f%%",
@@ -561,9 +573,14 @@ static void bench_one_limiter(int algo, int at, int allow, int nt) {
         failed = 1;
     }
     if (off) failed = 1;
-    (nt == 1 ? lim_1t : lim_2t)[algo][at][allow] = r;
+    if (verb) lim_verb[algo][verb] = r;
+    else (nt == 1 ? lim_1t : lim_2t)[algo][at][allow] = r;
     sluice_limiter_free(l);
     free(c);
+}
+
+static void bench_one_limiter(int algo, int at, int allow, int nt) {
+    bench_one_limiter_verb(algo, at, allow, nt, 0);
 }
 
 static void bench_limiters(void) {
@@ -572,6 +589,12 @@ static void bench_limiters(void) {
         for (int at = 0; at <= 1; at++)
             for (int allow = 1; allow >= 0; allow--)
                 for (int nt = 1; nt <= 2; nt++) bench_one_limiter(algo, at, allow, nt);
+    printf("\n== the verbs beside acquire_at, allow path, 1 thread (\"+ refund_at\": acquire_at, then the refund "
+           "that undoes it)\n");
+    for (int algo = 0; algo < N_ALGOS; algo++) {
+        bench_one_limiter_verb(algo, 1, 1, 1, 1);
+        bench_one_limiter_verb(algo, 1, 1, 1, 2);
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -601,6 +624,15 @@ static void print_goals(void) {
                          at ? "acquire_at" : "acquire", nt == 1 ? "1 thread" : "2 threads");
                 goal(what, t[algo][at][0], t[algo][at][1], 1.0);
             }
+    for (int algo = 0; algo < N_ALGOS; algo++) {
+        snprintf(what, sizeof what, "%-15s peek_at / acquire_at, allow", algo_names[algo]);
+        goal(what, lim_verb[algo][1], lim_1t[algo][1][1], 1.2);
+        /* a refund's own cost: the pair's less the acquire_at's */
+        result a = lim_1t[algo][1][1], only = lim_verb[algo][2];
+        only.med -= a.med;
+        snprintf(what, sizeof what, "%-15s refund_at (pair - acquire_at) / acquire_at", algo_names[algo]);
+        goal(what, only, a, 1.2);
+    }
 }
 
 /* ------------------------------------------------------------------------ */

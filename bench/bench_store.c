@@ -63,6 +63,16 @@
  *             batches of 16 through sluice_store_acquire_many, which reads
  *             the clock once a batch and fetches the batch's keys, index
  *             slots and entries into the cache before deciding.
+ *           "peek_at" (1 thread): sluice_store_peek_at of the same held
+ *             keys at a reading a run; goal: within 1.2x of acquire_at.
+ *             "acquire_at + refund_at": each acquire_at followed by the
+ *             refund that undoes it (a refund of a bucket already full is
+ *             a compare and a return: this one has work); goal: the pair
+ *             less acquire_at within 1.2x of acquire_at. "reset +
+ *             acquire_at": sluice_store_reset of a held key, then the
+ *             acquire_at that adds it back (a reset forgets the key, so a
+ *             run of resets alone would reset keys not held); the pair's
+ *             cost, next to acquire_at's of a held key.
  *           "cas + 20 mul" (1 thread, for scale, not a goal): the same with
  *           a chain of 20 multiply-adds on the word between its load and its
  *           CAS (about 80 cycles): what little work does to that overlap.
@@ -407,8 +417,13 @@ typedef struct {
     int work;       /* floor: dependent multiply-adds between load and CAS      */
     int many;       /* store: batches through sluice_store_acquire_many         */
     int streamed;   /* store: keys from w->stream (1 thread)                    */
+    int verb;       /* store, at: 0 acquire, else a VERB_* beside it            */
     per_thread th[2];
 } run_ctx;
+
+/* The verbs beside acquire, at a reading (1 thread): a peek, a refund of
+ * cost 1, and a reset paired with the acquire that adds the key back. */
+enum { VERB_NONE, VERB_PEEK, VERB_REFUND, VERB_RESET };
 
 static const uint32_t *order_of(const run_ctx *c, int tid) {
     return c->w->orders[c->nthreads == 1 ? 0 : 1 + tid];
@@ -417,7 +432,7 @@ static const uint32_t *order_of(const run_ctx *c, int tid) {
 /* One run of decisions; at and streamed are constants where it is called,
  * so each of the four loops is compiled on its own. */
 static inline __attribute__((always_inline)) void store_loop(run_ctx *c, int tid, uint64_t n,
-                                                             int at, int streamed) {
+                                                             int at, int streamed, int verb) {
     per_thread *t = &c->th[tid];
     const uint32_t *order = order_of(c, tid);
     const key16 *keys = streamed ? c->w->stream : c->w->keys;
@@ -432,8 +447,18 @@ static inline __attribute__((always_inline)) void store_loop(run_ctx *c, int tid
     for (uint64_t i = 0; i < n; i++) {
         const uint8_t *key = streamed ? keys[pos] : keys[order[pos]];
         pos = (pos + 1) & (ORDER_LEN - 1);
-        int e = at ? sluice_store_acquire_at(s, p, key, KEY_LEN, 1, now, &d)
-                   : sluice_store_acquire(s, p, key, KEY_LEN, 1, &d);
+        int e;
+        if (verb == VERB_PEEK) {
+            e = sluice_store_peek_at(s, p, key, KEY_LEN, 1, now, &d);
+        } else if (verb == VERB_REFUND) { /* the admission it undoes first: a refund with work to do */
+            e = sluice_store_acquire_at(s, p, key, KEY_LEN, 1, now, &d);
+            if (!e) e = sluice_store_refund_at(s, p, key, KEY_LEN, 1, now, &d);
+        } else {
+            e = verb == VERB_RESET ? sluice_store_reset(s, p, key, KEY_LEN, &d) : 0; /* then added back */
+            int a = at ? sluice_store_acquire_at(s, p, key, KEY_LEN, 1, now, &d)
+                       : sluice_store_acquire(s, p, key, KEY_LEN, 1, &d);
+            if (!e) e = a;
+        }
         if (e) rc = e;
         allowed += d.allowed;
     }
@@ -476,12 +501,15 @@ static void work_store(void *ctx, int tid, uint64_t n) {
         many_loop(c, tid, n);
         return;
     }
-    if (c->streamed) {
-        if (c->at) store_loop(c, tid, n, 1, 1);
-        else store_loop(c, tid, n, 0, 1);
+    if (c->verb == VERB_PEEK) store_loop(c, tid, n, 1, 0, VERB_PEEK);
+    else if (c->verb == VERB_REFUND) store_loop(c, tid, n, 1, 0, VERB_REFUND);
+    else if (c->verb == VERB_RESET) store_loop(c, tid, n, 1, 0, VERB_RESET);
+    else if (c->streamed) {
+        if (c->at) store_loop(c, tid, n, 1, 1, 0);
+        else store_loop(c, tid, n, 0, 1, 0);
     } else {
-        if (c->at) store_loop(c, tid, n, 1, 0);
-        else store_loop(c, tid, n, 0, 0);
+        if (c->at) store_loop(c, tid, n, 1, 0, 0);
+        else store_loop(c, tid, n, 0, 0, 0);
     }
 }
 
@@ -542,15 +570,22 @@ static void work_floor(void *ctx, int tid, uint64_t n) {
 /* Cases                                                                     */
 /* ------------------------------------------------------------------------ */
 
-enum { K_CAS, K_CLOCK_CAS, K_AT, K_ACQUIRE, K_AT_STREAMED, K_ACQUIRE_STREAMED, K_MANY, K_CAS_WORK, N_KINDS };
+enum { K_CAS, K_CLOCK_CAS, K_AT, K_ACQUIRE, K_AT_STREAMED, K_ACQUIRE_STREAMED, K_MANY, K_PEEK, K_REFUND, K_RESET,
+       K_CAS_WORK, N_KINDS };
 static const char *const kind_names[N_KINDS] = {
     "floor cas",     "floor clock + cas",         "store acquire_at",
     "store acquire", "store acquire_at streamed", "store acquire streamed",
-    "store acquire_many by 16", "floor cas + 20 mul"};
+    "store acquire_many by 16", "store peek_at", "store acquire_at + refund_at", "store reset + acquire_at",
+    "floor cas + 20 mul"};
 #define FLOOR_WORK 20 /* K_CAS_WORK's multiply-adds */
 
 static int is_store_kind(int kind) {
-    return kind >= K_AT && kind <= K_MANY;
+    return kind >= K_AT && kind <= K_RESET;
+}
+
+/* A store kind whose operations the stats count as decisions. */
+static int counts_decisions(int kind) {
+    return is_store_kind(kind) && kind != K_PEEK;
 }
 
 /* [size][kind][threads - 1] */
@@ -575,6 +610,8 @@ static run_ctx *new_ctx(workload *w, int kind, int nt) {
     c->work = kind == K_CAS_WORK ? FLOOR_WORK : 0;
     c->many = kind == K_MANY;
     c->streamed = kind == K_AT_STREAMED || kind == K_ACQUIRE_STREAMED;
+    c->verb = kind == K_PEEK ? VERB_PEEK : kind == K_REFUND ? VERB_REFUND : kind == K_RESET ? VERB_RESET : VERB_NONE;
+    if (c->verb) c->at = 1;
     /* start each case at a different place in its order */
     c->th[0].pos = (uint32_t)(kind * 7919 + nt * 104729) & (ORDER_LEN - 1);
     c->th[1].pos = c->th[0].pos;
@@ -596,6 +633,7 @@ static void run_cases(workload *w, int size) {
         for (int kind = K_AT_STREAMED; kind <= K_ACQUIRE_STREAMED; kind++)
             list[n].kind = kind, list[n++].nt = 1;
     list[n].kind = K_MANY, list[n++].nt = 1;
+    for (int kind = K_PEEK; kind <= K_RESET; kind++) list[n].kind = kind, list[n++].nt = 1;
     list[n].kind = K_CAS_WORK, list[n++].nt = 1;
     timing cases[N_KINDS * 2];
     for (size_t k = 0; k < n; k++) {
@@ -616,13 +654,16 @@ static void run_cases(workload *w, int size) {
         run_ctx *c = cases[k].ctx;
         result r = cases[k].r;
         res[size][kind][nt - 1] = r;
-        if (is_store) store_ops += r.ops;
+        if (counts_decisions(kind)) store_ops += r.ops;
         added += c->th[0].added + c->th[1].added;
         if (kind == K_AT_STREAMED)
             printf("the same, keys read in order of use (the caller's key in cache, not a miss in "
                    "a 16 MB array):\n");
         if (kind == K_MANY)
             printf("not a goal: batches (the store fetches a batch's keys into the cache ahead):\n");
+        if (kind == K_PEEK)
+            printf("the verbs beside acquire (a reading a run, as acquire_at; a refund follows the admission it "
+                   "undoes, a reset precedes the acquire that adds its key back):\n");
         if (kind == K_CAS_WORK)
             printf("for scale: the floor with a little work between its load and its CAS:\n");
 
@@ -633,6 +674,8 @@ static void run_cases(workload *w, int size) {
         if (nt == 2)
             len = snprintf(extra, sizeof extra, "%.2fx the decisions/s of 1 thread",
                            res[size][kind][0].med / r.med);
+        if (kind >= K_PEEK && kind <= K_RESET)
+            len = snprintf(extra, sizeof extra, "%.2fx acquire_at", r.med / res[size][K_AT][0].med);
         extra[len] = 0;
         uint64_t denied = c->th[0].denied + c->th[1].denied;
         uint64_t retries = c->th[0].retries + c->th[1].retries;
@@ -814,6 +857,16 @@ static void print_goals(void) {
             snprintf(what, sizeof what, "%s %s: 2 threads / 1 thread, decisions/s",
                      kind == K_AT ? "acquire_at" : "acquire", size_names[size]);
             goal_line(what, x, "x", ">=", 1.7, x >= 1.7, max2(one.spread, two.spread));
+        }
+    for (int kind = K_PEEK; kind <= K_REFUND; kind++)
+        for (int size = 0; size < N_SIZES; size++) {
+            /* a refund's own cost: its pair's less the acquire_at's */
+            result v = res[size][kind][0], a = res[size][K_AT][0];
+            double x = kind == K_PEEK ? v.med / a.med : (v.med - a.med) / a.med;
+            snprintf(what, sizeof what, "%s %s / acquire_at %s, 1 thread",
+                     kind == K_PEEK ? "peek_at" : "refund_at (pair - acquire_at)", size_names[size],
+                     size_names[size]);
+            goal_line(what, x, "x", "<=", 1.2, x <= 1.2, max2(v.spread, a.spread));
         }
     for (int size = 0; size < N_SIZES; size++) {
         if (!mem[size].ok) continue;

@@ -451,11 +451,20 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  *
  * Keys are byte strings (NUL bytes allowed) of 1..SLUICE_KEY_MAX bytes.
  *
- * Policies are told apart by name and configuration: a policy whose
- * configuration changes under the same name is a different policy to the
- * store, and every key starts fresh under it (the old states are forgotten
- * or evicted in time). So a state is only ever read by the algorithm and
- * parameters that wrote it.
+ * A store knows a policy by its name: a key keeps its usage when the
+ * configuration of its policy's name changes (docs/semantics.md,
+ * "Retune"). The first decision, peek or refund of a key under a changed
+ * configuration converts its state: part i takes what was in use in old
+ * part i (carried exactly where the algorithm and its period or window are
+ * the same), capped at the new limit. A key never seen before starts
+ * fresh; a new name starts every key fresh. A state is only ever read by
+ * the algorithm and parameters that wrote or converted it (the shm store
+ * keeps the text of the first 256 configurations it meets in the file, so
+ * that any process can read a key kept by one it was not given; a key of
+ * a configuration beyond those starts fresh under a changed one; a process
+ * killed in the middle of converting a key leaves it fresh). Two processes
+ * deciding with two configurations of one name at once (a rolling deploy)
+ * convert a key at every switch between them: see "Retune".
  *
  * Time: a store's time never runs backwards: it is the highest reading at
  * which the store admitted a request (denials and errors leave it alone). A
@@ -653,13 +662,16 @@ SLUICE_EXTERN void sluice_store_close(sluice_store *s);
  * are rounded up, so no client retries before the real retry time;
  * q, w, r and t stop at 999999999999999 (an sf-integer's 15 digits).
  * A composite policy names its parts "NAME", "NAME.1", "NAME.2", ...
+ * Shadow parts are not limits a client meets: RateLimit-Policy leaves them
+ * out (the others keep their names), and a policy of shadow parts only
+ * gets no fields at all (an empty text, 0).
  * Returns, as snprintf does, the length of the whole text (excluding the
  * NUL) whatever len is: when it is below len, buf holds the text; else buf
  * holds "" when len > 0 (never a text cut in the middle of a field), so a
  * result >= len means "call again with result + 1 bytes"; buf may be NULL
  * when len is 0. SLUICE_EINVAL for NULL p or d, a NULL buf with len > 0,
- * or a decision that cannot come from p (its part out of range, a negative
- * field). Thread-safe. */
+ * or a decision that cannot come from p (its part out of range or a shadow
+ * part, a negative field). Thread-safe. */
 SLUICE_EXTERN int sluice_headers_format(const sluice_policy *p, const sluice_decision *d, char *buf,
                                         size_t len);
 

@@ -122,9 +122,11 @@ int sluice_headers_format(const sluice_policy *p, const sluice_decision *d, char
     size_t n_parts = sluice_policy_n_parts(p);
     /* A decision that cannot come from this policy: refuse it rather than
      * write headers that lie. */
+    size_t n_enforced = 0;
+    for (size_t i = 0; i < n_parts; i++) n_enforced += !sluice_policy_part_shadow(p, i);
     if (!name_ok(name) || n_parts < 1 || d->part < 0 || (size_t)d->part >= n_parts ||
         d->remaining < 0 || d->reset_ms < 0 || d->retry_after_ms < 0 || d->part_reset_ms < 0 ||
-        d->part_reset_ms > d->reset_ms)
+        d->part_reset_ms > d->reset_ms || (n_enforced && sluice_policy_part_shadow(p, (size_t)d->part)))
         return SLUICE_EINVAL;
     for (size_t i = 0; i < n_parts; i++) {
         const sluice_config *c = sluice_policy_part(p, i);
@@ -133,14 +135,21 @@ int sluice_headers_format(const sluice_policy *p, const sluice_decision *d, char
     }
 
     hdr_writer w = {buf, len, 0};
+    if (n_enforced == 0) { /* shadow parts only: no limit to tell of */
+        if (len > 0) buf[0] = 0;
+        return 0;
+    }
 
-    /* RateLimit-Policy: one item per part, in the policy's order. */
+    /* RateLimit-Policy: one item per enforced part, in the policy's order
+     * (a shadow part is not a limit the client meets). */
     put_str(&w, "RateLimit-Policy: ");
-    for (size_t i = 0; i < n_parts; i++) {
+    for (size_t i = 0, first = 1; i < n_parts; i++) {
+        if (sluice_policy_part_shadow(p, i)) continue;
         const sluice_config *c = sluice_policy_part(p, i);
         uint64_t q, w_s;
         quota_window(c, &q, &w_s);
-        if (i > 0) put_str(&w, ", ");
+        if (!first) put_str(&w, ", ");
+        first = 0;
         put_sf_name(&w, name, i);
         put_str(&w, ";q=");
         put_sf_uint(&w, q);

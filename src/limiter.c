@@ -189,8 +189,15 @@ static int verb_ok(const sluice_limiter *l, int64_t cost, int64_t now_ms) {
 int sluice_peek_at(sluice_limiter *l, int64_t cost, int64_t now_ms, sluice_decision *out) {
     int rc = verb_ok(l, cost, now_ms);
     if (rc || !out) return rc ? rc : SLUICE_EINVAL;
-    int64_t w = l->kind == KIND_WORD ? atomic_load_explicit(&l->word, memory_order_acquire) : WORD_MOVED;
-    if (w != WORD_MOVED) { /* one reading of the word: nothing to lock */
+    int64_t w = l->kind == KIND_WORD ? atomic_load_explicit(&l->word, memory_order_acquire) : WORD_MOVED, ts, b, nb, nw;
+    if (w != WORD_MOVED && !__builtin_mul_overflow(now_ms - l->epoch_ms, l->fast.r, &ts)) {
+        /* one reading of the word, decided as acquire_word decides it */
+        int step = sluice__gcra_word_step(&l->fast, w == WORD_FRESH ? INT64_MIN : w, ts, cost, &b, &nb, &nw);
+        if (step > 0) sluice__gcra_allowed(&l->fast, b, nb, l->shaper, out);
+        else if (step == 0) sluice__gcra_denied(&l->fast, b, cost, out);
+        if (step >= 0) return 0;
+    }
+    if (w != WORD_MOVED) { /* beyond 64 bits: the full state the word stands for */
         sluice__state st;
         word_as_state(l, w, &st);
         sluice__policy_peek(&l->policy, &st, now_ms, cost, out);

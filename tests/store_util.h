@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "sluice.h"
+#include "trace_verbs.h"
 
 static inline sluice_policy *policy(const char *name, const char *spec) {
     sluice_policy *p = NULL;
@@ -51,14 +52,44 @@ static inline int same(const sluice_decision *a, const sluice_decision *b) {
     return a->allowed == b->allowed && a->remaining == b->remaining &&
            a->retry_after_ms == b->retry_after_ms && a->reset_ms == b->reset_ms &&
            a->delay_ms == b->delay_ms && a->limit == b->limit && a->part == b->part &&
-           a->part_reset_ms == b->part_reset_ms && a->enforced == b->enforced;
+           a->part_reset_ms == b->part_reset_ms && a->enforced == b->enforced &&
+           a->shadow_denied == b->shadow_denied;
 }
 
 static inline void print_decision(const char *who, const sluice_decision *d) {
     fprintf(stderr, "  %s: allowed=%d enforced=%d remaining=%lld retry=%lld reset=%lld delay=%lld limit=%lld part=%d "
-            "part_reset=%lld\n",
+            "part_reset=%lld shadow_denied=%d\n",
             who, d->allowed, d->enforced, (long long)d->remaining, (long long)d->retry_after_ms,
-            (long long)d->reset_ms, (long long)d->delay_ms, (long long)d->limit, d->part, (long long)d->part_reset_ms);
+            (long long)d->reset_ms, (long long)d->delay_ms, (long long)d->limit, d->part, (long long)d->part_reset_ms,
+            d->shadow_denied);
+}
+
+/* A trace step's verb (trace.h) on a store at reading now (a reset reads
+ * the store's clock: set it to now first). */
+static inline int store_verb(sluice_store *s, const sluice_policy *p, const void *key, size_t len, int verb,
+                             int64_t cost, int64_t now, sluice_decision *d) {
+    switch (verb) {
+    case TRACE_PEEK: return sluice_store_peek_at(s, p, key, len, cost, now, d);
+    case TRACE_REFUND: return sluice_store_refund_at(s, p, key, len, cost, now, d);
+    case TRACE_RESET: return sluice_store_reset(s, p, key, len, d);
+    default: return sluice_store_acquire_at(s, p, key, len, cost, now, d);
+    }
+}
+
+/* The same on a reference limiter at reading at, whose clock c a reset
+ * reads (set to at here). */
+static inline int limiter_verb(sluice_limiter *l, sluice_clock *c, int verb, int64_t cost, int64_t at,
+                               sluice_decision *d) {
+    switch (verb) {
+    case TRACE_PEEK: return sluice_peek_at(l, cost, at, d);
+    case TRACE_REFUND: return sluice_refund_at(l, cost, at, d);
+    case TRACE_RESET: sluice_clock_manual_set(c, at); return sluice_reset(l, d);
+    default: return sluice_acquire_at(l, cost, at, d);
+    }
+}
+
+static inline const char *verb_name(int verb) {
+    return verb == TRACE_PEEK ? "peek" : verb == TRACE_REFUND ? "refund" : verb == TRACE_RESET ? "reset" : "acquire";
 }
 
 static inline sluice_stats stats(sluice_store *s) {
@@ -81,6 +112,13 @@ static inline sluice_stats stats(sluice_store *s) {
         "token-bucket capacity=1000000000 rate=1000000000/s",                                      \
         "sliding-window limit=1000000000 window=30d",                                              \
         "token-bucket capacity=2 rate=1/30d; fixed-window limit=1 window=1ms",
+
+/* Policies with shadow parts, for the stores that have them. */
+#define STORE_TEST_SHADOW_SPECS                                                                    \
+    "token-bucket capacity=3 rate=1/7ms; shadow fixed-window limit=2 window=20ms",                 \
+        "shadow sliding-log limit=2 window=30ms", "shadow leaky-bucket capacity=2 rate=1/9ms",      \
+        "sliding-window limit=4 window=11ms; shadow token-bucket capacity=1 rate=1/5ms; "          \
+        "sliding-log limit=3 window=17ms",
 
 /* Batches against single calls: random batches of 1..40 requests (longer
  * and shorter than a store's prefetch group of 16) over STORE_TEST_SPECS x

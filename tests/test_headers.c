@@ -507,6 +507,36 @@ TEST(from_a_composite_of_every_kind) {
     sluice_clock_free(clk);
 }
 
+/* Shadow parts are no limits a client meets: RateLimit-Policy leaves them
+ * out (the others keep their names), a decision cannot name one, and a
+ * policy of shadow parts only gets no fields. From a real limiter too. */
+TEST(shadow_parts_are_left_out) {
+    sluice_policy *p = NULL, *all = NULL;
+    char err[256];
+    REQUIRE_OK(sluice_policy_parse("api", "shadow token-bucket capacity=5 rate=1/s; fixed-window limit=100 window=1m",
+                                   &p, err, sizeof err));
+    sluice_decision d = allowed(99, 60000);
+    d.part = 1;
+    CHECK_STR(fmt(p, &d), "RateLimit-Policy: \"api.1\";q=100;w=60\r\nRateLimit: \"api.1\";r=99;t=60\r\n");
+    d.part = 0; /* a shadow part: no decision names it */
+    char buf[256];
+    CHECK_EQ(sluice_headers_format(p, &d, buf, sizeof buf), SLUICE_EINVAL);
+    sluice_limiter *l;
+    REQUIRE_OK(sluice_limiter_new_policy(p, NULL, &l));
+    for (int k = 0; k < 7; k++) REQUIRE_OK(sluice_acquire_at(l, 1, 0, &d));
+    CHECK(d.allowed && d.shadow_denied && d.part == 1);
+    CHECK_STR(fmt(p, &d), "RateLimit-Policy: \"api.1\";q=100;w=60\r\nRateLimit: \"api.1\";r=93;t=60\r\n");
+    sluice_limiter_free(l);
+    REQUIRE_OK(sluice_policy_parse("try", "shadow fixed-window limit=1 window=1m", &all, err, sizeof err));
+    REQUIRE_OK(sluice_limiter_new_policy(all, NULL, &l));
+    REQUIRE_OK(sluice_acquire_at(l, 1, 0, &d));
+    CHECK_EQ(sluice_headers_format(all, &d, buf, sizeof buf), 0);
+    CHECK_STR(buf, "");
+    sluice_limiter_free(l);
+    sluice_policy_free(p);
+    sluice_policy_free(all);
+}
+
 TEST_MAIN(one_part_allowed, one_part_denied, one_part_denied_with_remaining,
           name_characters_pass_through, window_algorithms_quota_and_window,
           bucket_quota_and_window, reset_rounds_up, retry_after_rounds_up, unenforced_has_no_ratelimit,
@@ -514,4 +544,4 @@ TEST_MAIN(one_part_allowed, one_part_denied, one_part_denied_with_remaining,
           composite_denied, composite_eight_parts, buffer_too_small_one_part, buffer_too_small_composite,
           null_arguments, decision_not_from_this_policy, from_a_token_bucket,
           from_a_composite_limiter, from_a_bucket_beside_a_window,
-          from_a_composite_of_every_kind)
+          from_a_composite_of_every_kind, shadow_parts_are_left_out)

@@ -336,7 +336,7 @@ TEST(changed_configuration_keeps_usage) {
 /* ---- differential: the store against one limiter per key ---- */
 
 static const char *const specs[] = {
-    STORE_TEST_SPECS
+    STORE_TEST_SPECS STORE_TEST_SHADOW_SPECS
 };
 #define N_SPECS (sizeof specs / sizeof specs[0])
 #define N_KEYS 24
@@ -346,10 +346,12 @@ typedef struct {
     int64_t last_use_evictions[N_SPECS][N_KEYS]; /* evictions count at the key's last decision */
 } refs;
 
+static sluice_clock *ref_clock; /* the references' (a reset reads it) */
+
 static void refs_reset(refs *r, size_t spec, size_t key, const sluice_policy *p) {
     sluice_limiter_free(r->l[spec][key]);
     r->l[spec][key] = NULL;
-    sluice_limiter_new_policy(p, sluice_clock_monotonic(), &r->l[spec][key]);
+    sluice_limiter_new_policy(p, ref_clock, &r->l[spec][key]);
 }
 
 /* Whether a reference limiter is in its fresh state at now_ms. */
@@ -369,7 +371,9 @@ static int ref_fresh(sluice_limiter *l, int64_t now_ms) {
 static long run_trace(uint64_t seed, const char *url, int evict, long steps, int collide) {
     sluice_policy *pol[N_SPECS];
     for (size_t i = 0; i < N_SPECS; i++) pol[i] = policy_i(i, specs[i]);
-    sluice_store *s = open_store(url, NULL);
+    sluice_clock *clock = sluice_clock_manual_new(0); /* the store's: a reset reads it */
+    ref_clock = sluice_clock_manual_new(0);
+    sluice_store *s = open_store(url, clock);
     if (!s) return -1;
     if (collide) sluice__memory_store_collide(s);
     static refs r;
@@ -382,6 +386,8 @@ static long run_trace(uint64_t seed, const char *url, int evict, long steps, int
     for (long step = 0; step < steps && failures == 0; step++) {
         trace_step st;
         trace_draw(&rs, &now, SLUICE_TIME_MAX_MS / 2, pol, N_SPECS, N_KEYS, &st);
+        trace_verb(&rs, &st);
+        sluice_clock_manual_set(clock, now);
         /* the store's time: the highest reading of a call that succeeded */
         int64_t eff = now > high ? now : high;
         size_t sp = st.spec, key = st.key;
@@ -402,19 +408,20 @@ static long run_trace(uint64_t seed, const char *url, int evict, long steps, int
             }
         }
         sluice_decision got, want;
-        int rc = sluice_store_acquire_at(s, pol[sp], kb, (size_t)kn, cost, now, &got);
-        int rc_ref = sluice_acquire_at(r.l[sp][key], cost, eff, &want);
+        int rc = store_verb(s, pol[sp], kb, (size_t)kn, st.verb, cost, now, &got);
+        int rc_ref = limiter_verb(r.l[sp][key], ref_clock, st.verb, cost, eff, &want);
         expect_lag(&want, eff - now); /* waits count from the reading */
-        if (rc == 0 && got.allowed) high = eff; /* store time: the highest admitted at */
+        if (rc == 0 && got.allowed && st.verb == TRACE_ACQUIRE) high = eff; /* store time: the highest admitted at */
         if (rc != rc_ref) {
-            fprintf(stderr, "seed %llu step %ld: rc %d, reference %d\n", (unsigned long long)seed, step, rc, rc_ref);
+            fprintf(stderr, "seed %llu step %ld: %s: rc %d, reference %d\n", (unsigned long long)seed, step,
+                    verb_name(st.verb), rc, rc_ref);
             failures++;
             continue;
         }
         if (rc == 0 && !same(&got, &want)) {
-            fprintf(stderr, "seed %llu step %ld: %s key %s cost %lld at %lld (store time %lld)\n",
-                    (unsigned long long)seed, step, specs[sp], kb, (long long)cost, (long long)now,
-                    (long long)eff);
+            fprintf(stderr, "seed %llu step %ld: %s %s key %s cost %lld at %lld (store time %lld)\n",
+                    (unsigned long long)seed, step, verb_name(st.verb), specs[sp], kb, (long long)cost,
+                    (long long)now, (long long)eff);
             print_decision("store", &got);
             print_decision("reference", &want);
             failures++;
@@ -430,6 +437,8 @@ static long run_trace(uint64_t seed, const char *url, int evict, long steps, int
         sluice_policy_free(pol[i]);
     }
     sluice_store_close(s);
+    sluice_clock_free(clock);
+    sluice_clock_free(ref_clock);
     return failures ? -1 : explained;
 }
 
@@ -439,8 +448,8 @@ static long run_trace(uint64_t seed, const char *url, int evict, long steps, int
 TEST(differential_lossless_forgetting) {
     long steps = (long)(200000 * scale());
     for (uint64_t seed = 1; seed <= 4; seed++) {
-        /* 11 policies x 24 keys = 264 pairs, but few are not fresh at once */
-        CHECK(run_trace(seed, "memory:?max_keys=264", 0, steps, 0) >= 0);
+        /* 15 policies x 24 keys = 360 pairs, but few are not fresh at once */
+        CHECK(run_trace(seed, "memory:?max_keys=360", 0, steps, 0) >= 0);
     }
     CHECK(run_trace(99, "memory:?max_keys=100000", 0, steps, 0) >= 0);
 }
@@ -460,7 +469,7 @@ TEST(differential_forced_eviction) {
 
 /* Every key collides: only slower, still exact. */
 TEST(differential_all_keys_collide) {
-    CHECK(run_trace(7, "memory:?max_keys=264", 0, (long)(50000 * scale()), 1) >= 0);
+    CHECK(run_trace(7, "memory:?max_keys=360", 0, (long)(50000 * scale()), 1) >= 0);
     CHECK(run_trace(8, "memory:?max_keys=8", 1, (long)(50000 * scale()), 1) >= 0);
 }
 
@@ -771,10 +780,104 @@ TEST(counts_exact_when_a_thread_decides_while_exiting) {
     pthread_key_delete(late_key);
 }
 
+/* ---- the verbs ---- */
+
+/* A peek or refund of a key not held adds none; a reset forgets the key
+ * whichever configuration of the name keeps it (and nothing of another
+ * name); shadow denials are counted. */
+TEST(verbs_add_no_key_and_reset_forgets_any_configuration) {
+    sluice_clock *c = sluice_clock_manual_new(1000);
+    sluice_store *s = open_store("memory:", c);
+    sluice_policy *a = policy("login", "sliding-log limit=3 window=1h");
+    sluice_policy *b = policy("login", "sliding-log limit=5 window=1h");
+    sluice_policy *other = policy("other", "sliding-log limit=3 window=1h");
+    sluice_policy *sh = policy("try", "token-bucket capacity=10 rate=1/h; shadow fixed-window limit=2 window=1h");
+    REQUIRE(s && a && b && other && sh);
+    sluice_decision d;
+    CHECK_EQ(sluice_store_peek_at(s, a, "u", 1, 3, 1000, &d), 0);
+    CHECK(d.allowed && d.remaining == 0);
+    CHECK_EQ(sluice_store_refund_at(s, a, "u", 1, 2, 1000, &d), 0);
+    CHECK(d.allowed && d.remaining == 2);
+    CHECK_EQ(sluice_store_refund(s, a, "u", 1, 1, NULL), 0);
+    CHECK_EQ(stats(s).keys, 0);
+    CHECK_EQ(sluice_store_acquire_at(s, a, "u", 1, 3, 1000, &d), 0);
+    CHECK_EQ(sluice_store_acquire_at(s, other, "u", 1, 3, 1000, &d), 0);
+    CHECK_EQ(stats(s).keys, 2);
+    CHECK_EQ(sluice_store_reset(s, b, "u", 1, &d), 0); /* kept by a: forgotten all the same */
+    CHECK(d.allowed && d.remaining == 4 && d.limit == 5);
+    CHECK_EQ(stats(s).keys, 1);
+    CHECK_EQ(sluice_store_acquire_at(s, a, "u", 1, 3, 1000, &d), 0);
+    CHECK(d.allowed);
+    CHECK_EQ(sluice_store_acquire_at(s, other, "u", 1, 1, 1000, &d), 0);
+    CHECK(!d.allowed); /* another name: untouched */
+    for (int i = 0; i < 4; i++) CHECK_EQ(sluice_store_acquire_at(s, sh, "k", 1, 1, 1000, &d), 0);
+    CHECK(d.allowed && d.shadow_denied && d.remaining == 6);
+    sluice_stats st = stats(s);
+    CHECK_EQ(st.shadow_denied, 2);
+    CHECK_EQ(st.allowed, 3 + 4); /* decisions, not costs */
+    sluice_store_close(s);
+    sluice_policy_free(a);
+    sluice_policy_free(b);
+    sluice_policy_free(other);
+    sluice_policy_free(sh);
+    sluice_clock_free(c);
+}
+
+/* Threads mixing acquires and refunds on one key at one reading: never
+ * beyond fresh or below empty; what it holds at the end is exactly what
+ * was admitted less what was refunded. */
+static sluice_store *mix_store;
+static sluice_policy *mix_policy;
+static atomic_long mix_admitted, mix_refunded, mix_bad;
+
+static void *mix_thread(void *arg) {
+    uint64_t rs = (uint64_t)(uintptr_t)arg;
+    for (int i = 0; i < 20000; i++) {
+        sluice_decision d;
+        if (sluice_store_acquire_at(mix_store, mix_policy, "hot", 3, 1, 5000, &d) != 0) atomic_fetch_add(&mix_bad, 1);
+        if (d.allowed) {
+            atomic_fetch_add(&mix_admitted, 1);
+            if (check_range_(&rs, 0, 1)) {
+                if (sluice_store_refund_at(mix_store, mix_policy, "hot", 3, 1, 5000, NULL) != 0)
+                    atomic_fetch_add(&mix_bad, 1);
+                atomic_fetch_add(&mix_refunded, 1);
+            }
+        }
+        if (sluice_store_peek_at(mix_store, mix_policy, "hot", 3, 1, 5000, &d) != 0 || d.remaining < 0 ||
+            d.remaining > d.limit)
+            atomic_fetch_add(&mix_bad, 1);
+    }
+    return NULL;
+}
+
+TEST(threads_mixing_acquires_and_refunds_stay_within_the_limit) {
+    static const char *const mix[] = {"token-bucket capacity=50 rate=1/h", "fixed-window limit=50 window=1h",
+                                      "sliding-log limit=50 window=1h",
+                                      "leaky-bucket capacity=60 rate=1/h; sliding-window limit=50 window=1h"};
+    for (size_t k = 0; k < sizeof mix / sizeof mix[0]; k++) {
+        mix_store = open_store("memory:", NULL);
+        mix_policy = policy("mix", mix[k]);
+        REQUIRE(mix_store && mix_policy);
+        atomic_store(&mix_admitted, 0), atomic_store(&mix_refunded, 0), atomic_store(&mix_bad, 0);
+        pthread_t t[4];
+        for (uintptr_t i = 0; i < 4; i++) pthread_create(&t[i], NULL, mix_thread, (void *)(i + 1));
+        for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+        long kept = atomic_load(&mix_admitted) - atomic_load(&mix_refunded);
+        CHECK_EQ(atomic_load(&mix_bad), 0);
+        CHECK(kept <= 50 && atomic_load(&mix_refunded) > 0);
+        sluice_decision d;
+        CHECK_EQ(sluice_store_peek_at(mix_store, mix_policy, "hot", 3, 1, 5000, &d), 0);
+        CHECK_EQ(d.remaining, 50 - kept);
+        sluice_store_close(mix_store);
+        sluice_policy_free(mix_policy);
+    }
+}
+
 TEST_MAIN(per_key_state_is_independent, keys_are_binary_safe, bad_urls_and_options,
           full_store_refuses_new_keys_changing_nothing, full_store_evicts_least_recently_used,
           eviction_spares_the_key_in_use, new_key_fresh_soonest_is_forgotten_not_an_older_key_evicted,
-          changed_configuration_keeps_usage, differential_lossless_forgetting, differential_forced_eviction,
+          changed_configuration_keeps_usage, verbs_add_no_key_and_reset_forgets_any_configuration,
+          threads_mixing_acquires_and_refunds_stay_within_the_limit, differential_lossless_forgetting, differential_forced_eviction,
           differential_all_keys_collide, refuse_is_exact_for_held_keys,
           keys_alike_in_their_first_word_stay_apart, acquire_many_equals_one_acquire_at_each,
           threads_race_first_request_on_one_key,

@@ -142,7 +142,7 @@ TEST(bad_urls) {
 /* ---- conformance: shm: against memory: against one limiter per key ---- */
 
 static const char *const specs[] = {
-    STORE_TEST_SPECS
+    STORE_TEST_SPECS STORE_TEST_SHADOW_SPECS
     /* eight parts: every offset in a state copy */
     "token-bucket capacity=5 rate=1/3ms; leaky-bucket capacity=3 rate=2/7ms; fixed-window limit=6 window=9ms; "
     "sliding-window limit=5 window=8ms; sliding-log limit=7 window=25ms; token-bucket capacity=9 rate=3/20ms; "
@@ -172,12 +172,14 @@ static void make_keys(void) {
 typedef struct {
     sluice_policy *pol[N_SPECS];
     sluice_limiter *ref[N_SPECS][N_KEYS];
+    sluice_clock *clock; /* the references' (a reset reads it) */
 } trace_refs;
 
 static void refs_init(trace_refs *r) {
+    r->clock = sluice_clock_manual_new(0);
     for (size_t i = 0; i < N_SPECS; i++) {
         r->pol[i] = policy_i(i, specs[i]);
-        for (size_t k = 0; k < N_KEYS; k++) sluice_limiter_new_policy(r->pol[i], NULL, &r->ref[i][k]);
+        for (size_t k = 0; k < N_KEYS; k++) sluice_limiter_new_policy(r->pol[i], r->clock, &r->ref[i][k]);
     }
 }
 
@@ -186,6 +188,7 @@ static void refs_free(trace_refs *r) {
         for (size_t k = 0; k < N_KEYS; k++) sluice_limiter_free(r->ref[i][k]);
         sluice_policy_free(r->pol[i]);
     }
+    sluice_clock_free(r->clock);
 }
 
 /* mode 0: one shm handle; 1: two handles on the file, alternating; 2: one
@@ -193,7 +196,9 @@ static void refs_free(trace_refs *r) {
 static long conformance(uint64_t seed, long steps, const char *shm_u, const char *mem_u, int mode) {
     static trace_refs r;
     refs_init(&r);
-    sluice_store *shm = open_url(shm_u), *shm2 = mode == 1 ? open_url(shm_u) : NULL, *mem = open_url(mem_u);
+    sluice_clock *clock = sluice_clock_manual_new(0); /* the stores' (a reset reads it) */
+    sluice_store *shm = open_store(shm_u, clock), *shm2 = mode == 1 ? open_store(shm_u, clock) : NULL;
+    sluice_store *mem = open_store(mem_u, clock);
     if (!shm || !mem || (mode == 1 && !shm2)) return 1;
     uint64_t rs = seed;
     int64_t now = check_range_(&rs, -1000000, 1000000), high = INT64_MIN;
@@ -201,28 +206,33 @@ static long conformance(uint64_t seed, long steps, const char *shm_u, const char
     for (long step = 0; step < steps && failures < 5; step++) {
         trace_step t;
         trace_draw(&rs, &now, SLUICE_TIME_MAX_MS / 2, r.pol, N_SPECS, N_KEYS, &t);
+        trace_verb(&rs, &t);
+        sluice_clock_manual_set(clock, t.now);
         int64_t eff = t.now > high ? t.now : high;
         if (mode == 2 && step > 0 && step % (steps / 4 + 1) == 0) {
             sluice_store_close(shm);
-            shm = open_url(shm_u);
+            shm = open_store(shm_u, clock);
             if (!shm) return failures + 1;
         }
         sluice_store *h = mode == 1 && (step & 1) ? shm2 : shm;
         sluice_decision got, gm, want;
-        int rc = sluice_store_acquire_at(h, r.pol[t.spec], key_buf[t.key], key_len[t.key], t.cost, t.now, &got);
-        int rc_m = sluice_store_acquire_at(mem, r.pol[t.spec], key_buf[t.key], key_len[t.key], t.cost, t.now, &gm);
-        int rc_r = sluice_acquire_at(r.ref[t.spec][t.key], t.cost, eff, &want);
+        const void *kb = key_buf[t.key];
+        size_t kn = key_len[t.key];
+        int rc = store_verb(h, r.pol[t.spec], kb, kn, t.verb, t.cost, t.now, &got);
+        int rc_m = store_verb(mem, r.pol[t.spec], kb, kn, t.verb, t.cost, t.now, &gm);
+        int rc_r = limiter_verb(r.ref[t.spec][t.key], r.clock, t.verb, t.cost, eff, &want);
         expect_lag(&want, eff - t.now); /* waits count from the reading */
-        if (rc == 0 && got.allowed) high = eff; /* store time: the highest admitted at */
+        if (rc == 0 && got.allowed && t.verb == TRACE_ACQUIRE) high = eff; /* store time: the highest admitted at */
         if (rc != rc_m || rc != rc_r) {
-            fprintf(stderr, "seed %llu step %ld: %s key %zu: rc shm %d (%s), memory %d, reference %d\n",
-                    (unsigned long long)seed, step, specs[t.spec], t.key, rc, sluice_store_errmsg(h), rc_m, rc_r);
+            fprintf(stderr, "seed %llu step %ld: %s %s key %zu: rc shm %d (%s), memory %d, reference %d\n",
+                    (unsigned long long)seed, step, verb_name(t.verb), specs[t.spec], t.key, rc,
+                    sluice_store_errmsg(h), rc_m, rc_r);
             failures++;
             continue;
         }
         if (rc == 0 && (!same(&got, &gm) || !same(&got, &want))) {
-            fprintf(stderr, "seed %llu step %ld: %s key %zu cost %lld at %lld (store time %lld)\n",
-                    (unsigned long long)seed, step, specs[t.spec], t.key, (long long)t.cost,
+            fprintf(stderr, "seed %llu step %ld: %s %s key %zu cost %lld at %lld (store time %lld)\n",
+                    (unsigned long long)seed, step, verb_name(t.verb), specs[t.spec], t.key, (long long)t.cost,
                     (long long)t.now, (long long)eff);
             print_decision("shm", &got);
             print_decision("memory", &gm);
@@ -238,10 +248,13 @@ static long conformance(uint64_t seed, long steps, const char *shm_u, const char
     if (mode == 0) { /* one handle saw every call: the counters agree */
         CHECK_EQ(ss.allowed, ms.allowed);
         CHECK_EQ(ss.denied, ms.denied);
+        CHECK_EQ(ss.shadow_denied, ms.shadow_denied);
+        CHECK(ss.shadow_denied > 0);
     }
     sluice_store_close(shm);
     sluice_store_close(shm2);
     sluice_store_close(mem);
+    sluice_clock_free(clock);
     refs_free(&r);
     return failures;
 }
@@ -250,7 +263,7 @@ TEST(conformance_with_memory_store) {
     make_keys();
     long steps = (long)(150000 * scale());
     char path[256], url[400], q[128];
-    /* 13 policies x 24 keys = 312 pairs; 4096 slots in 256 buckets of 16,
+    /* 17 policies x 24 keys = 408 pairs; 4096 slots in 256 buckets of 16,
      * so that no bucket ever overflows and neither store evicts */
     snprintf(q, sizeof q, "max_keys=4096&key_bytes=%d&state_bytes=%d", KEY_BYTES, STATE_BYTES);
     for (int mode = 0; mode <= 2; mode++) {
@@ -369,7 +382,15 @@ TEST(lossless_forgetting_one_bucket) {
         sluice_decision got, want;
         int rc = sluice_store_acquire_at(s, r.pol[t.spec], key_buf[t.key], key_len[t.key], t.cost, t.now, &got);
         int rc_r = sluice_acquire_at(r.ref[t.spec][t.key], t.cost, eff, &want);
-        if (rc_r == 0 && want.allowed) fresh_at[t.spec][t.key] = eff + want.reset_ms;
+        if (rc_r == 0 && want.allowed) { /* fresh when every part is, shadow parts too */
+            int64_t reset = 0;
+            for (size_t i = 0; i < sluice_policy_n_parts(r.pol[t.spec]); i++) {
+                sluice_decision part;
+                sluice__limiter_peek_part(r.ref[t.spec][t.key], i, eff, &part);
+                if (part.reset_ms > reset) reset = part.reset_ms;
+            }
+            fresh_at[t.spec][t.key] = eff + reset;
+        }
         expect_lag(&want, eff - t.now); /* waits count from the reading */
         if (rc == 0 && got.allowed) high = eff; /* store time: the highest admitted at */
         if (rc != rc_r) {

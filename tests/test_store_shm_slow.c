@@ -234,7 +234,7 @@ TEST(lagging_process_decides_at_store_time) {
                                "token-bucket capacity=2 rate=1/30ms", "sliding-log limit=3 window=45ms"};
     enum { N_LAG_POL = 4, N_LAG_KEYS = 3 };
     sluice_policy *pol[N_LAG_POL];
-    for (int i = 0; i < N_LAG_POL; i++) pol[i] = policy("lag", lag_specs[i]);
+    for (int i = 0; i < N_LAG_POL; i++) pol[i] = policy_i((size_t)i, lag_specs[i]);
     sluice_store *s = open_url(url);
     REQUIRE(s);
     int to_child[2], from_child[2];

@@ -12,12 +12,14 @@
 #include <stdint.h>
 
 #include "sluice.h"
+#include "trace_verbs.h"
 
 typedef struct {
     int64_t now;  /* the reading */
     size_t spec;  /* which policy */
     size_t key;   /* which key */
     int64_t cost;
+    int verb;     /* TRACE_ACQUIRE, unless trace_verb drew another */
 } trace_step;
 
 /* Draws the next step from *rs: readings within +-edge_ms (a Redis store
@@ -34,6 +36,7 @@ static inline void trace_draw(uint64_t *rs, int64_t *now, int64_t edge_ms, sluic
     if (*now > edge_ms) *now = edge_ms;
     if (*now < -edge_ms) *now = -edge_ms;
     st->now = *now;
+    st->verb = TRACE_ACQUIRE;
     st->spec = (size_t)check_range_(rs, 0, (int64_t)n_pol - 1);
     st->key = (size_t)(check_range_(rs, 0, 3) == 0 ? check_range_(rs, 0, (int64_t)n_keys - 1) : check_range_(rs, 0, 3));
     int64_t limit = sluice_policy_max_cost(pol[st->spec]);
@@ -45,6 +48,14 @@ static inline void trace_draw(uint64_t *rs, int64_t *now, int64_t edge_ms, sluic
     else if (c < 198) st->cost = limit + 1; /* SLUICE_ECOST */
     else if (c < 199) st->cost = 0;         /* SLUICE_ECOST */
     else st->cost = -check_range_(rs, 1, 5);
+}
+
+/* Draws a verb for st (after trace_draw), for stores that have them:
+ * mostly a request, sometimes a peek or a refund (at st's cost), rarely a
+ * reset. */
+static inline void trace_verb(uint64_t *rs, trace_step *st) {
+    int64_t roll = check_range_(rs, 0, 99);
+    st->verb = roll < 84 ? TRACE_ACQUIRE : roll < 91 ? TRACE_PEEK : roll < 98 ? TRACE_REFUND : TRACE_RESET;
 }
 
 #endif /* SLUICE_TEST_TRACE_H */

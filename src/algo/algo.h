@@ -166,6 +166,9 @@ typedef struct sluice__algo {
     int64_t (*word_unit)(const sluice__params *p);
     /* The full state word w stands for. */
     void (*word_state)(int64_t unit, uint64_t w, int64_t epoch_ms, sluice__state *s);
+    /* The word of state s (the inverse): 1, or SLUICE__WORD_OUTGROWN when
+     * s lies too far from the epoch (decided at no reading before it). */
+    int (*word_of)(const sluice__params *p, const sluice__state *s, int64_t epoch_ms, uint64_t *w);
     /* Whether word w is fresh at now_ms: 1 or 0, or -1 when unit can be no
      * unit of this algorithm's (a damaged store). */
     int (*word_is_fresh)(int64_t unit, uint64_t w, int64_t epoch_ms, int64_t now_ms);
@@ -284,7 +287,7 @@ void sluice__gcra_init(const sluice__params *p, sluice__state *s);
     .init = sluice__gcra_init, .layout_bytes = sluice__gcra_layout_bytes, .layout_init = sluice__gcra_layout_init, \
     .layout_read = sluice__gcra_layout_read, .layout_write = sluice__gcra_layout_write,                         \
     .word_fits = sluice__gcra_word_fits, .word_fresh = (uint64_t)INT64_MIN, .word_unit = sluice__gcra_word_unit, \
-    .word_state = sluice__gcra_word_state, .word_is_fresh = sluice__gcra_word_is_fresh,                        \
+    .word_state = sluice__gcra_word_state, .word_of = sluice__gcra_word_of, .word_is_fresh = sluice__gcra_word_is_fresh,                        \
     .quota = sluice__gcra_quota, .largest = sluice__gcra_largest, .refund = sluice__gcra_refund,              \
     .carry = sluice__gcra_carry
 uint64_t sluice__gcra_layout_bytes(const sluice__params *p);
@@ -294,6 +297,7 @@ void sluice__gcra_layout_write(const sluice__params *p, const sluice__state *s, 
 int sluice__gcra_word_fits(const sluice__params *p);
 int64_t sluice__gcra_word_unit(const sluice__params *p);
 void sluice__gcra_word_state(int64_t unit, uint64_t w, int64_t epoch_ms, sluice__state *s);
+int sluice__gcra_word_of(const sluice__params *p, const sluice__state *s, int64_t epoch_ms, uint64_t *w);
 int sluice__gcra_word_is_fresh(int64_t unit, uint64_t w, int64_t epoch_ms, int64_t now_ms);
 void sluice__gcra_quota(const sluice_config *c, uint64_t most, uint64_t *q, uint64_t *w_s);
 sluice__i128 sluice__gcra_largest(const sluice__params *p);

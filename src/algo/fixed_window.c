@@ -181,6 +181,7 @@ const sluice__algo sluice__fixed_window = {
     .word_decide = fw_word_decide,
     .word_unit = fw_word_unit,
     .word_state = fw_word_state,
+    .word_of = fw_word_of,
     .word_is_fresh = fw_word_is_fresh,
     .word_refund = fw_word_refund,
     .quota = sluice__window_quota,

@@ -226,6 +226,7 @@ const sluice__algo sluice__sliding_window = {
     .word_decide = sw_word_decide,
     .word_unit = sw_word_unit,
     .word_state = sw_word_state,
+    .word_of = sw_word_of,
     .word_is_fresh = sw_word_is_fresh,
     .word_refund = sw_word_refund,
     .quota = sluice__window_quota,

@@ -102,6 +102,15 @@ void sluice__gcra_word_state(int64_t unit, uint64_t w, int64_t epoch_ms, sluice_
     s->tat = (sluice__i128)(int64_t)w + (sluice__i128)epoch_ms * unit;
 }
 
+/* A TAT at or below the epoch's ts is a full bucket at every reading from
+ * the epoch on: INT64_MIN (the fresh word). */
+int sluice__gcra_word_of(const sluice__params *p, const sluice__state *s, int64_t epoch_ms, uint64_t *w) {
+    sluice__i128 x = s->tat - (sluice__i128)epoch_ms * p->r;
+    if (x > INT64_MAX) return SLUICE__WORD_OUTGROWN;
+    *w = x <= 0 ? (uint64_t)INT64_MIN : (uint64_t)(int64_t)x;
+    return 1;
+}
+
 int sluice__gcra_word_is_fresh(int64_t unit, uint64_t w, int64_t epoch_ms, int64_t now_ms) {
     if (unit < 1 || unit > SLUICE_RATE_MAX) return -1;
     return (sluice__i128)(int64_t)w <= (sluice__i128)(now_ms - epoch_ms) * unit;

@@ -176,9 +176,11 @@ static int registered_init(void *item, void *ctx) {
             break;
         }
     const sluice__algo *a = r->policy.algo[0];
-    r->inline_state = r->policy.n_parts == 1 && a->state_bytes <= sizeof(sluice__i128) &&
-                      !(a->flags & SLUICE__ALGO_GROWS);
-    r->gcra = r->policy.n_parts == 1 && (a->flags & SLUICE__ALGO_GCRA) ? (a->flags & SLUICE__ALGO_DELAYS) != 0 : -1;
+    /* one enforced part: decided straight by its algorithm (a shadow part
+     * is decided by the policy's, composite.c) */
+    int one = r->policy.n_parts == 1 && !r->policy.n_shadow;
+    r->inline_state = one && a->state_bytes <= sizeof(sluice__i128) && !(a->flags & SLUICE__ALGO_GROWS);
+    r->gcra = one && (a->flags & SLUICE__ALGO_GCRA) ? (a->flags & SLUICE__ALGO_DELAYS) != 0 : -1;
     return 0;
 }
 
@@ -581,6 +583,27 @@ static void fresh_peek(const registered *r, int64_t cost, int64_t now_ms, sluice
     sluice__policy_peek(&r->policy, st, now_ms, cost, d);
 }
 
+/* A peek or refund of a one-part bucket kept inline, as decide() decides
+ * it (a refund: the TAT back by cost, not below the reading; then a peek
+ * of cost 1): 1, or 0 when its backlog does not fit 64 bits (the policy's
+ * path then). The entry's lock is held. */
+static int bucket_verb(const registered *r, shard *sh, entry *e, sluice__verb verb, int64_t cost, int64_t now_ms,
+                       sluice_decision *d) {
+    const sluice__params *pp = &r->policy.params[0];
+    sluice__i128 ts = (sluice__i128)now_ms * pp->r, b = e->st.word - ts;
+    if (b > INT64_MAX) return 0;
+    if (verb == SLUICE__VERB_REFUND) {
+        sluice__gcra_refund(pp, (sluice__state *)(void *)&e->st.word, now_ms, cost);
+        b = e->st.word - ts;
+        fresh_by(sh, now_ms + (b > 0 ? sluice__gcra_ceil_r(pp, (int64_t)b) : 0));
+        cost = 1;
+    }
+    int64_t backlog = b > 0 ? (int64_t)b : 0;
+    if (sluice__gcra_room(pp, backlog, cost)) sluice__gcra_allowed(pp, backlog, backlog + cost * pp->p, r->gcra, d);
+    else sluice__gcra_denied(pp, backlog, cost, d);
+    return 1;
+}
+
 /* Peek, refund, reset: the key's entry found as a decision finds it (none
  * is ever added), converted when another configuration of the name keeps
  * it; a reset removes it under the shard's lock. Nothing moves store time. */
@@ -611,6 +634,8 @@ static int mem_operate_at(sluice_store *s, const sluice_policy *p, const void *k
     int64_t asked = verb == SLUICE__VERB_PEEK ? cost : 1;
     if (!e) {
         fresh_peek(q.r, asked, now_ms, d);
+    } else if (q.r->gcra >= 0 && bucket_verb(q.r, q.sh, e, verb, cost, now_ms, d)) {
+        entry_unlock(e);
     } else {
         sluice__state tmp, *st = parts_of(q.r, e, &tmp);
         if (verb == SLUICE__VERB_REFUND) {

@@ -75,6 +75,7 @@ void sluice__shm_counters_read(const shm_store *m, sluice_stats *out) {
             out->forgotten += (int64_t)atomic_load_explicit(&s->forgotten, memory_order_relaxed);
             out->evicted += (int64_t)atomic_load_explicit(&s->evicted, memory_order_relaxed);
             out->refused += (int64_t)atomic_load_explicit(&s->refused, memory_order_relaxed);
+            out->shadow_denied += (int64_t)atomic_load_explicit(&s->shadow_denied, memory_order_relaxed);
         }
     }
 }

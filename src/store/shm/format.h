@@ -6,7 +6,7 @@
  *   0      header, 4096 bytes
  *          +0   magic "SLUICEM1" once set up; "SLUICEM~" while a set-up is
  *               under way (only such a file, or an empty one, is set up anew)
- *          +8   layout version (4)         u32
+ *          +8   layout version (5)         u32
  *          +12  header bytes (4096)        u32
  *          +16  slot bytes                 u32   (a multiple of 64)
  *          +20  slots per bucket           u32   (1..64)
@@ -22,14 +22,24 @@
  *          +112 the AES hash's round keys  u64[8]
  *          +176 overflow bytes             u64   (the overflow area's size)
  *          +184 file bytes                 u64   (the whole file's size)
+ *          +192 the configurations' lock: owner (as a bucket's)   atomic u64
  *   4096   counters: COUNTER_BLOCKS blocks of 18 lines each: an owner line
  *          (+0: start << 32 | pid, 0 free, atomic u64), then 17 stripes of
- *          five atomic u64 (allowed, denied, forgotten, evicted, refused).
+ *          six atomic u64 (allowed, denied, forgotten, evicted, refused,
+ *          shadow_denied).
  *          Blocks 0..63 belong to one process each (taken at open, given
  *          back at close, a dead owner's taken over with its counts); the
  *          last is shared by processes beyond 64 (atomic adds). In a block,
  *          stripes 0..15 belong to one thread each (plain adds), 16 to the
  *          threads beyond 16 (atomic adds).
+ *   then   configurations: POLICY_ENTRIES entries of 1024 bytes, the text
+ *          of each policy a process used on the file, so that any process
+ *          can read (and convert) a key kept by a configuration it was not
+ *          given (registry.c). Added under the configurations' lock, never
+ *          removed:
+ *          +0   fingerprint (0: a free entry; written last)   atomic u64
+ *          +8   text bytes                 u32, pad u32
+ *          +16  text: the name, a newline, sluice_policy_format's text
  *   then   bucket heads, one per bucket, head bytes each (align64(32 +
  *          align8(slots per bucket))), allocated when the file is made:
  *          +0   lock: owner (start << 32 | pid), 0 free   atomic u64
@@ -48,7 +58,10 @@
  *               a bucket's TAT - born at * r, as an i64; a window's index
  *               past the key's first and its counts)   u64
  *          +8   control: version << 2 | FAST << 1 | live   atomic u64
- *          +16  policy fingerprint (of the live key)   u64
+ *          +16  policy fingerprint (of the live key): the top 32 bits a
+ *               hash of its name (every configuration of one name hashes
+ *               a key alike: the key's hash takes them), the low 32 of the
+ *               name and configuration (odd)   u64
  *          +24  born at: the store time the key was added at (its
  *               decisions are never earlier)   i64
  *          +32  key length                 u32
@@ -58,7 +71,8 @@
  *          then (16-aligned), the tail:
  *          +0   change: the move to a version, 16 bytes: a u64, then
  *               version mod 2^32 << 32 | kind << 30 | cost  u64; kind 1
- *               admit (the u64: reading - SLUICE_TIME_MIN_MS), 2 settled
+ *               admit (the u64: reading - SLUICE_TIME_MIN_MS; with its
+ *               top bit set, a refund of cost at that reading), 2 settled
  *               (the u64: the store time at which the state is fresh
  *               again, i64), 3 drop
  *          +16  a FAST key's unit: what its algorithm needs beside the
@@ -98,7 +112,7 @@
 
 #define SHM_MAGIC "SLUICEM1"
 #define SHM_MAGIC_SETUP "SLUICEM~" /* a set-up under way: it may be redone */
-#define SHM_LAYOUT_VERSION 4
+#define SHM_LAYOUT_VERSION 5
 #define SHM_HEADER_BYTES 4096
 #define SHM_BUCKET_SLOTS 16
 #define SHM_COUNTER_BLOCKS 65 /* 64 processes' own, then one shared */
@@ -107,6 +121,8 @@
 #define SHM_OVERFLOW_CLASS_MIN 12 /* blocks of 4 KiB .. */
 #define SHM_OVERFLOW_CLASS_MAX 47 /* .. 128 TiB */
 #define SHM_BLOCK_HEAD 64
+#define SHM_POLICY_ENTRIES 256
+#define SHM_POLICY_ENTRY_BYTES 1024
 
 typedef struct {
     char magic[8];
@@ -119,6 +135,7 @@ typedef struct {
     uint32_t hash_kind, pad;
     uint64_t aes_key[8];
     uint64_t overflow_bytes, file_bytes;
+    _Atomic uint64_t policies_lock;
 } shm_file_header;
 #define SHM_HASH_SIP 1u
 #define SHM_HASH_AES 2u
@@ -126,13 +143,20 @@ typedef struct {
 /* One stripe of counters (a line). */
 typedef struct {
     _Alignas(64) _Atomic uint64_t allowed;
-    _Atomic uint64_t denied, forgotten, evicted, refused;
+    _Atomic uint64_t denied, forgotten, evicted, refused, shadow_denied;
 } shm_stripe;
 
 typedef struct {
     _Alignas(64) _Atomic uint64_t owner;
     shm_stripe stripe[SHM_COUNTER_STRIPES];
 } shm_counter_block;
+
+/* A configuration's entry. */
+typedef struct {
+    _Atomic uint64_t fp;
+    uint32_t len, pad;
+    char text[SHM_POLICY_ENTRY_BYTES - 16];
+} shm_policy_entry;
 
 typedef struct {
     _Atomic uint64_t lock;
@@ -195,12 +219,14 @@ typedef struct {
 #define SHM_CHANGE_VERSION(hi) ((uint32_t)((hi) >> 32))
 #define SHM_CHANGE_KIND(hi) ((unsigned)((hi) >> 30) & 3u)
 #define SHM_CHANGE_COST(hi) ((int64_t)((hi) & 0x3fffffffu))
+#define SHM_REFUND (UINT64_C(1) << 63) /* in an admission's u64: a refund instead */
 
 _Static_assert(offsetof(shm_file_header, hash_kind) == 104 && offsetof(shm_file_header, overflow_bytes) == 176 &&
-                   sizeof(shm_file_header) == 192,
+                   offsetof(shm_file_header, policies_lock) == 192 && sizeof(shm_file_header) == 200,
                "the header's fields at their offsets");
 _Static_assert(sizeof(shm_stripe) == 64 && sizeof(shm_counter_block) == 64 * (1 + SHM_COUNTER_STRIPES),
                "counters: a line a stripe");
+_Static_assert(sizeof(shm_policy_entry) == SHM_POLICY_ENTRY_BYTES, "a configuration's entry");
 _Static_assert(offsetof(shm_bucket_head, tags) == 32, "tags at +32");
 _Static_assert(offsetof(shm_slot, fp) == 16 && offsetof(shm_slot, key) == 48 && sizeof(shm_slot_tail) == 32,
                "fp at +16, key at +48, a tail of 32");
@@ -212,7 +238,7 @@ _Static_assert(sizeof(shm_overflow_head) <= SHM_OVERFLOW_HEAD && sizeof(shm_bloc
 typedef struct {
     uint32_t spb, slot_bytes, head_bytes, key_bytes, state_bytes;
     uint64_t buckets;
-    uint64_t counters_off, heads_off, slots_off, overflow_off, overflow_bytes, file_bytes;
+    uint64_t counters_off, policies_off, heads_off, slots_off, overflow_off, overflow_bytes, file_bytes;
 } shm_geometry;
 
 static inline uint64_t shm_align(uint64_t x, uint64_t a) {
@@ -237,7 +263,8 @@ static inline void shm_geometry_of(shm_geometry *g, uint64_t max_keys, uint32_t 
     g->slot_bytes = (uint32_t)shm_align(shm_tail_off(key_bytes) + sizeof(shm_slot_tail) + 4 * (uint64_t)state_bytes, 64);
     g->head_bytes = (uint32_t)shm_align(32 + shm_align(g->spb, 8), 64); /* 64 but for one bucket of > 32 */
     g->counters_off = SHM_HEADER_BYTES;
-    g->heads_off = g->counters_off + SHM_COUNTER_BLOCKS * sizeof(shm_counter_block);
+    g->policies_off = g->counters_off + SHM_COUNTER_BLOCKS * sizeof(shm_counter_block);
+    g->heads_off = g->policies_off + SHM_POLICY_ENTRIES * SHM_POLICY_ENTRY_BYTES;
     g->slots_off = shm_align(g->heads_off + g->buckets * g->head_bytes, 4096);
     g->overflow_off = shm_align(g->slots_off + g->buckets * g->spb * g->slot_bytes, 4096);
     g->overflow_bytes = overflow_bytes;

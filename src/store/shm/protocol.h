@@ -23,6 +23,7 @@ _Static_assert(SLUICE_LIMIT_MAX < (1 << 30), "a change holds a cost in 30 bits")
 #define AGAIN 3    /* the key changed form (FAST no more): look again */
 #define CONVERT 4  /* the key's state outgrew its word: convert, locked */
 #define DAMAGED 5  /* the slot's words contradict each other or the policy */
+#define VERB_ACQUIRE 0 /* beside sluice__verb's: a decision */
 
 /* The test hook (testing.h) at step n. */
 #define STEP(n) (sluice__shm_step_hook ? sluice__shm_step_hook(n) : (void)0)
@@ -144,6 +145,10 @@ static inline int fast_fresh(const shm_slot *sl, int64_t unit, uint64_t w, int64
     return a->word_is_fresh(unit, w, atomic_load_explicit(&sl->born_ms, memory_order_relaxed), now_ms);
 }
 
+/* ---- "shm.c" ---- */
+void sluice__shm_finish(const shm_store *m, const shm_policy *sp, shm_slot *sl, copies cp, uint64_t c, uint64_t lo,
+                        uint64_t hi, uint64_t *buf);
+
 /* ---- "state.c" ---- */
 int sluice__shm_load_states(const shm_policy *sp, uint8_t *copy, sluice__state *st);
 void sluice__shm_store_states(const shm_policy *sp, uint8_t *copy, const sluice__state *st);
@@ -156,7 +161,19 @@ shm_slot *sluice__shm_find_locked(const shm_store *m, const located *q, const ui
                                   uint64_t *seen, int *home, int *rc);
 int64_t sluice__shm_decision_time(const shm_store *m, const located *q, int64_t reading_ms);
 int sluice__shm_add_key(shm_store *m, const located *q, const uint64_t *kw, size_t len, int64_t now_ms,
-                        uint64_t *buf, shm_slot **out, int *home);
+                        const uint64_t *init, uint64_t *buf, shm_slot **out, int *home);
+int sluice__shm_retune(shm_store *m, const located *q, const uint64_t *kw, size_t len, int64_t now_ms, uint64_t *buf,
+                       shm_slot **out, int *home);
+void sluice__shm_forget(shm_store *m, const located *q, const uint64_t *kw, size_t len);
 int sluice__shm_convert(const shm_store *m, const shm_policy *sp, shm_slot *sl, uint64_t *buf);
+
+/* ---- "registry.c": the configurations the file has met ---- */
+/* Adds policy text (of fingerprint fp) when it is not there and there is
+ * room. */
+void sluice__shm_registry_add(shm_store *m, uint64_t fp, const char *text, size_t len);
+/* The configuration of fingerprint fp, as this process's policy (made
+ * from its text and registered), or NULL when the file has none (or its
+ * text is not fp's). */
+const shm_policy *sluice__shm_registry_find(shm_store *m, uint64_t fp);
 
 #endif /* SLUICE_SHM_PROTOCOL_H */

@@ -1,7 +1,8 @@
 /* store/shm/room.c: the shm store's table shape, under the buckets'
  * locks: finding a key exactly (whatever the live masks say), adding a
- * key, making room for it, moving a FAST key to the general form, and the
- * live masks that stats counts.
+ * key, making room for it, moving a FAST key to the general form, a key
+ * kept by another configuration of its policy's name converted (retune)
+ * or forgotten (reset), and the live masks that stats counts.
  *
  * Only the table's shape takes a lock: adding a key, and making room for
  * it, hold the locks of the key's two buckets (owner.c: a dead owner's is
@@ -26,6 +27,7 @@
 #define _GNU_SOURCE
 #include "protocol.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- drops, finding a key exactly, the time of a new key ---- */
@@ -260,12 +262,13 @@ static int allocate_bucket(shm_store *m, const located *q, int k) {
     return 0;
 }
 
-/* Adds the key to a free slot (making room when needed) with a fresh
- * state: 0 with *out its slot and *home its bucket, SLUICE_EFULL
- * (refused), or another error with the store's message. With the buckets'
- * locks held. */
-int sluice__shm_add_key(shm_store *m, const located *q, const uint64_t *kw, size_t len, int64_t now_ms, uint64_t *buf,
-                   shm_slot **out, int *home) {
+/* Adds the key to a free slot (making room when needed) with the state
+ * in init (a state copy's words; NULL: a fresh state): 0 with *out its
+ * slot and *home its bucket, SLUICE_EFULL (refused), or another error with
+ * the store's message. buf: room for the policy's words (init may be it).
+ * With the buckets' locks held. */
+int sluice__shm_add_key(shm_store *m, const located *q, const uint64_t *kw, size_t len, int64_t now_ms,
+                        const uint64_t *init, uint64_t *buf, shm_slot **out, int *home) {
     const shm_policy *sp = q->sp;
     uint32_t i = 0;
     *home = 0;
@@ -309,21 +312,170 @@ int sluice__shm_add_key(shm_store *m, const located *q, const uint64_t *kw, size
     _Atomic uint64_t *tw = &bh->tags[i / 8]; /* written under the lock: no other writer */
     uint64_t t = atomic_load_explicit(tw, memory_order_relaxed) & ~(UINT64_C(0xff) << (i % 8 * 8));
     atomic_store_explicit(tw, t | (uint64_t)q->tag << (i % 8 * 8), memory_order_relaxed);
-    if (sp->fast) { /* one word, fresh at any reading; its algorithm and unit beside it */
+    /* a FAST key's word: fresh, or init's when it is one (relative to now) */
+    uint64_t word = sp->fast_fresh;
+    int64_t fresh_at = INT64_MIN;
+    sluice__state st[SLUICE_POLICY_MAX_PARTS];
+    int fast = sp->fast;
+    if (init) {
+        sluice__shm_load_states(sp, (uint8_t *)init, st); /* ours: never damaged */
+        fresh_at = now_ms + sluice__policy_reset_ms(&sp->policy, st, now_ms);
+        if (fast) fast = sp->policy.algo[0]->word_of(&sp->policy.params[0], &st[0], now_ms, &word) == 1;
+    }
+    if (fast) { /* one word; its algorithm and unit beside it */
         atomic_store_explicit(&sl->algo, (uint32_t)sp->policy.parts[0].algorithm, memory_order_relaxed);
         atomic_store_explicit(&shm_tail_of(m, sl)->unit, sp->fast_unit, memory_order_relaxed);
         STEP(4);
-        shm_pair_set(&sl->head, sp->fast_fresh, SHM_CTRL_WORD(v, SHM_FAST | SHM_LIVE));
+        shm_pair_set(&sl->head, word, SHM_CTRL_WORD(v, SHM_FAST | SHM_LIVE));
     } else {
-        sluice__shm_fresh_states(sp, (uint8_t *)buf);
-        copy_write(copies_of(m, sp, sl), v, buf, sp->words);
+        if (!init) sluice__shm_fresh_states(sp, (uint8_t *)buf);
+        copy_write(copies_of(m, sp, sl), v, init ? init : buf, sp->words);
         STEP(4);
-        shm_pair_set(&shm_tail_of(m, sl)->change, (uint64_t)INT64_MIN, SHM_CHANGE(v, SHM_KIND_SETTLED, 0)); /* fresh */
+        shm_pair_set(&shm_tail_of(m, sl)->change, (uint64_t)fresh_at, SHM_CHANGE(v, SHM_KIND_SETTLED, 0));
         atomic_store_explicit(SHM_CTRL(sl), SHM_CTRL_WORD(v, SHM_LIVE), memory_order_release);
     }
     live_set(bh, i, 1);
     *out = sl;
     return 0;
+}
+
+/* ---- another configuration of the name: retune, reset ---- */
+
+/* Slot sl's index in bucket k of q. */
+static uint32_t index_in(const shm_store *m, const located *q, int k, shm_slot *sl) {
+    return (uint32_t)(((uint8_t *)sl - (uint8_t *)shm_slot_at(m, q->b[k], 0)) / m->g.slot_bytes);
+}
+
+/* The slot of q's buckets that holds the key under another configuration
+ * of q's policy's name (as the file's configurations tell: a key of a
+ * configuration not there, or of another name that hashes alike, is left
+ * alone), or NULL; *old: that configuration, *home: its bucket. With the
+ * buckets' locks held. */
+static shm_slot *find_other(shm_store *m, const located *q, const uint64_t *kw, size_t len, const shm_policy **old,
+                            int *home) {
+    const shm_policy *sp = q->sp;
+    for (int k = 0; k < q->n; k++) {
+        uint64_t live = atomic_load_explicit(&q->bh[k]->live, memory_order_relaxed);
+        for (uint64_t mask = tag_matches(m, q->bh[k], q->tag) & live; mask; mask &= mask - 1) {
+            shm_slot *sl = shm_slot_at(m, q->b[k], (uint32_t)__builtin_ctzll(mask));
+            uint64_t fp = atomic_load_explicit(&sl->fp, memory_order_relaxed);
+            if (fp == sp->fp || (uint32_t)(fp >> 32) != sp->tweak || !holds(sl, fp, kw, len) ||
+                !(atomic_load_explicit(SHM_CTRL(sl), memory_order_acquire) & SHM_LIVE))
+                continue;
+            const shm_policy *o = sluice__shm_registry_find(m, fp);
+            if (!o || strcmp(o->policy.name, sp->policy.name) != 0) continue;
+            *old = o;
+            *home = k;
+            return sl;
+        }
+    }
+    return NULL;
+}
+
+/* Reads the state of o's key in sl as o's parts' states (st; a state that
+ * grows keeps its entries in obuf, room for o's words): 0 with *c and
+ * {*lo, *hi} what it was read at (a FAST key's head, else its change, none
+ * pending), AGAIN when it moved on (read again), NOT_HELD or DAMAGED. */
+static int read_key(const shm_store *m, const shm_policy *o, shm_slot *sl, uint64_t *obuf, sluice__state *st,
+                    uint64_t *c, uint64_t *lo, uint64_t *hi) {
+    uint64_t c0 = atomic_load_explicit(SHM_CTRL(sl), memory_order_acquire);
+    if (!(c0 & SHM_LIVE)) return NOT_HELD;
+    if (c0 & SHM_FAST) {
+        if (!o->fast) return DAMAGED;
+        shm_pair_read(&sl->head, lo, c);
+        if (*c != c0) return AGAIN;
+        *hi = 0;
+        o->policy.algo[0]->word_state(o->fast_unit, *lo, atomic_load_explicit(&sl->born_ms, memory_order_relaxed), st);
+        return 0;
+    }
+    *c = c0;
+    copies cp = copies_of(m, o, sl);
+    if (!cp.base) return DAMAGED;
+    uint64_t v = SHM_VERSION(c0), lo2, hi2;
+    shm_pair_read(&shm_tail_of(m, sl)->change, lo, hi);
+    if (SHM_CHANGE_VERSION(*hi) == (uint32_t)(v + 1)) /* a change to finish first */
+        sluice__shm_finish(m, o, sl, cp, c0, *lo, *hi, obuf);
+    else if (SHM_CHANGE_VERSION(*hi) == (uint32_t)v && SHM_CHANGE_KIND(*hi) == SHM_KIND_SETTLED &&
+             copy_read(cp, v, obuf, o->words) && atomic_load_explicit(SHM_CTRL(sl), memory_order_acquire) == c0)
+        return sluice__shm_load_states(o, (uint8_t *)obuf, st) ? DAMAGED : 0;
+    shm_pair_read(&shm_tail_of(m, sl)->change, &lo2, &hi2);
+    return atomic_load_explicit(SHM_CTRL(sl), memory_order_acquire) != c0 || lo2 != *lo || hi2 != *hi ? AGAIN
+                                                                                                       : DAMAGED;
+}
+
+/* The key kept by another configuration of q's policy's name, converted
+ * to q's (docs/semantics.md, "Retune") at now_ms (or its key's birth, if
+ * later): dropped, then added again with the converted state, under the
+ * buckets' locks (a process killed between the two leaves the key fresh).
+ * 0 with *out its new slot (NULL: no such key), or an error (DAMAGED, an
+ * add's). buf: room for the policy's words. */
+int sluice__shm_retune(shm_store *m, const located *q, const uint64_t *kw, size_t len, int64_t now_ms, uint64_t *buf,
+                       shm_slot **out, int *home) {
+    const shm_policy *o, *sp = q->sp;
+    int k;
+    *out = NULL;
+    shm_slot *sl = find_other(m, q, kw, len, &o, &k);
+    if (!sl) return 0;
+    uint64_t *obuf = malloc(((size_t)o->words + 1) * sizeof *obuf);
+    if (!obuf) {
+        sluice__store_errf(&m->head, "out of memory");
+        return SLUICE_ENOMEM;
+    }
+    sluice__state ost[SLUICE_POLICY_MAX_PARTS], nst[SLUICE_POLICY_MAX_PARTS];
+    int rc, fresh = 1;
+    for (;;) {
+        uint64_t c, lo, hi;
+        if ((rc = read_key(m, o, sl, obuf, ost, &c, &lo, &hi)) == AGAIN) continue;
+        if (rc) break;
+        int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed);
+        if (now_ms < born_ms && born_ms <= SLUICE_TIME_MAX_MS) now_ms = born_ms;
+        sluice__shm_fresh_states(sp, (uint8_t *)buf); /* rings at their largest: never short of room */
+        sluice__shm_load_states(sp, (uint8_t *)buf, nst);
+        if (sluice__policy_convert(&o->policy, ost, &sp->policy, nst, now_ms)) {
+            rc = DAMAGED;
+            break;
+        }
+        sluice__shm_store_states(sp, (uint8_t *)buf, nst);
+        if (!drop_key(m, sl, c, lo, hi)) continue;
+        live_set(q->bh[k], index_in(m, q, k, sl), 0);
+        fresh = sluice__policy_reset_ms(&sp->policy, nst, now_ms) == 0;
+        break;
+    }
+    free(obuf);
+    if (rc == NOT_HELD) return 0;
+    if (rc) return rc;
+    return sluice__shm_add_key(m, q, kw, len, now_ms, fresh ? NULL : buf, buf, out, home);
+}
+
+/* Forgets the key, kept by q's configuration or another of its name
+ * (reset). With the buckets' locks held. */
+void sluice__shm_forget(shm_store *m, const located *q, const uint64_t *kw, size_t len) {
+    for (;;) {
+        uint64_t seen = 0, c, lo, hi;
+        int k, rc = 0;
+        const shm_policy *o;
+        shm_slot *sl = sluice__shm_find_locked(m, q, kw, len, &seen, &k, &rc);
+        if (!sl && !(sl = find_other(m, q, kw, len, &o, &k))) return;
+        c = atomic_load_explicit(SHM_CTRL(sl), memory_order_acquire);
+        if (!(c & SHM_LIVE)) return;
+        if (c & SHM_FAST) {
+            uint64_t c2;
+            shm_pair_read(&sl->head, &lo, &c2);
+            if (c2 != c) continue;
+            hi = 0;
+        } else {
+            shm_pair_read(&shm_tail_of(m, sl)->change, &lo, &hi);
+            /* a settle or drop pending: published first; an admission
+             * pending is dropped with the key (as if it came first) */
+            if (SHM_CHANGE_VERSION(hi) == (uint32_t)(SHM_VERSION(c) + 1) && SHM_CHANGE_KIND(hi) != SHM_KIND_ADMIT) {
+                publish(sl, c, hi);
+                continue;
+            }
+        }
+        if (!drop_key(m, sl, c, lo, hi)) continue;
+        live_set(q->bh[k], index_in(m, q, k, sl), 0);
+        return;
+    }
 }
 
 /* ---- the buckets' locks ---- */

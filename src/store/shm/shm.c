@@ -75,38 +75,53 @@ void (*sluice__shm_step_hook)(int step);
 
 /* ---- a key's state: decided in a buffer of its words ---- */
 
-/* Decides on the state in buf, updating it when allowed (and *fresh_at:
- * the store time at which the new state is fresh again): 0, or DAMAGED. */
-static int decide_words(const shm_policy *sp, uint64_t *buf, int64_t now_ms, int64_t cost, sluice_decision *d,
-                        int64_t *fresh_at) {
+/* Applies verb (VERB_ACQUIRE, or SLUICE__VERB_PEEK, _REFUND) of cost to the
+ * state in buf, at now_ms: a decision (buf updated when allowed), a peek
+ * (buf as it was), or a refund (buf updated; *d: a peek of cost 1 right
+ * after). *fresh_at: when buf changed, the store time at which its state
+ * is fresh again (every part's, shadow ones too). 0, or DAMAGED. */
+static int apply_words(const shm_policy *sp, uint64_t *buf, int64_t now_ms, int verb, int64_t cost,
+                       sluice_decision *d, int64_t *fresh_at) {
     sluice__state st[SLUICE_POLICY_MAX_PARTS];
+    const sluice_policy *p = &sp->policy;
     if (sluice__shm_load_states(sp, (uint8_t *)buf, st)) return DAMAGED;
-    size_t g = 0;
-    int rc = sluice__policy_decide(&sp->policy, st, now_ms, cost, d, &g);
-    if (rc == SLUICE__EGROW) return DAMAGED; /* a ring at its largest (state.c) never needs room */
-    if (rc == 0 && d->allowed) {
-        sluice__shm_store_states(sp, (uint8_t *)buf, st);
-        *fresh_at = now_ms + d->reset_ms;
+    if (verb == SLUICE__VERB_PEEK) {
+        sluice__policy_peek(p, st, now_ms, cost, d);
+        return 0;
     }
-    return rc;
+    if (verb == SLUICE__VERB_REFUND) {
+        sluice__policy_refund(p, st, now_ms, cost);
+        sluice__policy_peek(p, st, now_ms, 1, d);
+    } else {
+        size_t g = 0;
+        int rc = sluice__policy_decide(p, st, now_ms, cost, d, &g);
+        if (rc == SLUICE__EGROW) return DAMAGED; /* a ring at its largest (state.c) never needs room */
+        if (rc || !d->allowed) return rc;
+    }
+    sluice__shm_store_states(sp, (uint8_t *)buf, st);
+    *fresh_at = now_ms + (p->n_shadow || verb == SLUICE__VERB_REFUND ? sluice__policy_reset_ms(p, st, now_ms)
+                                                                      : d->reset_ms);
+    return 0;
 }
 
 /* ---- changes: the move of a key from version v to v + 1 ---- */
 
-/* Finishes the admission {lo, hi} installed in sl at control word c, as its
- * maker would (the same values: they depend only on the old state and the
- * change), then publishes. Any process that knows the key's policy may,
- * any number of times; buf is room for the policy's words. */
-static void finish(const shm_store *m, const shm_policy *sp, shm_slot *sl, copies cp, uint64_t c, uint64_t lo,
-                   uint64_t hi, uint64_t *buf) {
+/* Finishes the admission or refund {lo, hi} installed in sl at control
+ * word c, as its maker would (the same values: they depend only on the old
+ * state and the change), then publishes. Any process that knows the key's
+ * policy may, any number of times; buf is room for the policy's words. */
+void sluice__shm_finish(const shm_store *m, const shm_policy *sp, shm_slot *sl, copies cp, uint64_t c, uint64_t lo,
+                        uint64_t hi, uint64_t *buf) {
     if (SHM_CHANGE_KIND(hi) == SHM_KIND_ADMIT) {
         if (!copy_read(cp, SHM_VERSION(c), buf, sp->words)) return; /* already moved on */
         sluice_decision d;
         int64_t fresh_at = INT64_MIN;
         int64_t cost = SHM_CHANGE_COST(hi);
+        int verb = lo & SHM_REFUND ? SLUICE__VERB_REFUND : VERB_ACQUIRE;
         if (cost < 1 || cost > sp->policy.max_cost ||
-            decide_words(sp, buf, (int64_t)lo + SLUICE_TIME_MIN_MS, cost, &d, &fresh_at) || !d.allowed)
-            return; /* not its maker's decision: the caller finds no progress (damaged) */
+            apply_words(sp, buf, (int64_t)(lo & ~SHM_REFUND) + SLUICE_TIME_MIN_MS, verb, cost, &d, &fresh_at) ||
+            (verb == VERB_ACQUIRE && !d.allowed))
+            return; /* not its maker's change: the caller finds no progress (damaged) */
         copy_write(cp, SHM_VERSION(c) + 1, buf, sp->words);
         uint64_t settled = SHM_CHANGE(SHM_VERSION(c) + 1, SHM_KIND_SETTLED, 0);
         if (shm_cas16(&shm_tail_of(m, sl)->change, lo, hi, (uint64_t)fresh_at, settled)) hi = settled;
@@ -157,14 +172,18 @@ static void touch(shm_slot *sl, int64_t now_ms) {
 
 /* ---- FAST keys: one word of state ---- */
 
-/* Decides on a FAST key: its word (a bucket's TAT, relative to born_ms in
- * the bucket's units, r per ms; or a window's index and counts) and its
- * control word change together in one 16-byte compare-and-swap. A bucket
- * is decided with the token bucket's arithmetic (src/algo/token_bucket.c)
- * on the same backlog, a window by its algorithm: the same decisions. */
-static int decide_fast(shm_store *m, const shm_policy *sp, shm_slot *sl, const uint64_t *kw, size_t len,
+/* Applies verb to a FAST key: its word (a bucket's TAT, relative to
+ * born_ms in the bucket's units, r per ms; or a window's index and counts)
+ * and its control word change together in one 16-byte compare-and-swap.
+ * A bucket is decided with the token bucket's arithmetic
+ * (src/algo/token_bucket.c) on the same backlog, a window by its
+ * algorithm: the same decisions. A refund gives back on the word (the
+ * answer: a request of cost 1 on the new word); a peek, as a denial,
+ * writes nothing. */
+static int decide_fast(shm_store *m, const shm_policy *sp, shm_slot *sl, const uint64_t *kw, size_t len, int verb,
                        int64_t cost, int64_t reading_ms, sluice_decision *d, uint64_t seen) {
     const sluice__params *pp = &sp->policy.params[0];
+    const sluice__algo *a = sp->policy.algo[0];
     for (;; seen = 0) {
         uint64_t w = atomic_load_explicit(&sl->head.lo, memory_order_acquire);
         uint64_t c = atomic_load_explicit(&sl->head.hi, memory_order_acquire);
@@ -175,39 +194,52 @@ static int decide_fast(shm_store *m, const shm_policy *sp, shm_slot *sl, const u
         if (!(c & SHM_FAST)) return AGAIN;
         /* store time, and never before the key was added (see decision_time) */
         int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed);
-        int64_t now = sluice__store_time(&m->hdr->now_ms, reading_ms), nb = 0;
+        int64_t now = sluice__store_time(&m->hdr->now_ms, reading_ms), bb = 0, nb = 0, ts = 0, asked = cost;
         if (now < born_ms) now = born_ms;
-        int64_t bb = 0;
-        uint64_t nw = 0;
+        /* a bucket: ts = (now - born) * r */
+        if (sp->gcra && (__builtin_sub_overflow(now, born_ms, &ts) || __builtin_mul_overflow(ts, pp->r, &ts)))
+            return CONVERT;
+        uint64_t x = w, nw = w; /* the word decided on; the word written */
+        if (__builtin_expect(verb == SLUICE__VERB_REFUND, 0)) {
+            if (sp->gcra) x = (uint64_t)sluice__gcra_word_refund(pp, (int64_t)w, ts, cost);
+            else if (a->word_refund(pp, w, born_ms, now, cost, &x) == SLUICE__WORD_OUTGROWN) return CONVERT;
+            nw = x;
+            asked = 1; /* the answer: a request of cost 1, right after */
+        }
         int admit;
+        uint64_t after = 0; /* the word after admitting asked */
         if (!sp->gcra) { /* a window: its algorithm decides on the word */
-            admit = sp->policy.algo[0]->word_decide(pp, w, born_ms, now, cost, d, &nw);
+            admit = a->word_decide(pp, x, born_ms, now, asked, d, &after);
             if (admit == SLUICE__WORD_OUTGROWN) return CONVERT;
             if (admit < 0) return DAMAGED;
-        } else {
-            /* w is the TAT, relative to born_ms: ts = (now - born) * r;
-             * the bucket's word step (algo/algo.h), its decision written
-             * after the CAS (its divisions would hold the CAS back) */
-            int64_t ts, nt = 0;
-            if (__builtin_sub_overflow(now, born_ms, &ts) || __builtin_mul_overflow(ts, pp->r, &ts)) return CONVERT;
-            if ((admit = sluice__gcra_word_step(pp, (int64_t)w, ts, cost, &bb, &nb, &nt)) < 0) return CONVERT;
-            nw = (uint64_t)nt;
+        } else { /* the bucket's word step (algo/algo.h), its decision written after the CAS */
+            int64_t nt = 0;
+            if ((admit = sluice__gcra_word_step(pp, (int64_t)x, ts, asked, &bb, &nb, &nt)) < 0) return CONVERT;
+            after = (uint64_t)nt;
         }
-        touch(sl, now);
-        if (admit) {
+        if (verb == VERB_ACQUIRE && admit) nw = after;
+        if (verb != SLUICE__VERB_PEEK) touch(sl, now);
+        if (nw != w) {
             if (!shm_cas16(&sl->head, w, c, nw, c + SHM_CTRL_WORD(1, 0))) continue;
-            if (sp->gcra) sluice__gcra_allowed(pp, bb, nb, sp->shaper, d);
-            sluice__store_time_raise(&m->hdr->now_ms, now);
-            COUNT(m, allowed);
         } else {
-            /* no CAS vouches for a denial: the key, born_ms and word it was
-             * worked out from are this key's only if the control word is
-             * still c after them (else the slot changed hands meanwhile) */
+            /* no CAS vouches for what was read: the key, born_ms and word
+             * it was worked out from are this key's only if the control
+             * word is still c after them (else the slot changed hands) */
             STEP(6);
             atomic_thread_fence(memory_order_acquire);
             if (atomic_load_explicit(&sl->head.hi, memory_order_relaxed) != c) continue;
-            if (sp->gcra) sluice__gcra_denied(pp, bb, cost, d);
-            COUNT(m, denied);
+        }
+        if (sp->gcra) {
+            if (admit) sluice__gcra_allowed(pp, bb, nb, sp->shaper, d);
+            else sluice__gcra_denied(pp, bb, asked, d);
+        }
+        if (verb == VERB_ACQUIRE) {
+            if (admit) {
+                sluice__store_time_raise(&m->hdr->now_ms, now);
+                COUNT(m, allowed);
+            } else {
+                COUNT(m, denied);
+            }
         }
         sluice__decision_lag(d, now - reading_ms);
         return 0;
@@ -216,10 +248,11 @@ static int decide_fast(shm_store *m, const shm_policy *sp, shm_slot *sl, const u
 
 /* ---- the general form ---- */
 
-/* Decides on the key in sl, lock-free (see the top of the file): 0 with *d
- * filled, an error, NOT_HELD, CONVERT or DAMAGED. buf: room for the
- * policy's words. */
-static int decide_held(shm_store *m, const shm_policy *sp, shm_slot *sl, const uint64_t *kw, size_t len,
+/* Applies verb to the key in sl, lock-free (see the top of the file): 0
+ * with *d filled, an error, NOT_HELD, CONVERT or DAMAGED. A refund is a
+ * change as an admission is (its maker's or any finisher's the same); a
+ * peek writes nothing. buf: room for the policy's words. */
+static int decide_held(shm_store *m, const shm_policy *sp, shm_slot *sl, const uint64_t *kw, size_t len, int verb,
                        int64_t cost, int64_t reading_ms, sluice_decision *d, uint64_t *buf, uint64_t seen) {
     for (;; seen = 0) {
         /* the control word the key was found at, or a new reading */
@@ -227,7 +260,7 @@ static int decide_held(shm_store *m, const shm_policy *sp, shm_slot *sl, const u
         if (!(c & SHM_LIVE) || (c != seen && !holds(sl, sp->fp, kw, len))) return NOT_HELD;
         if (c & SHM_FAST) {
             if (!sp->fast) return DAMAGED; /* a FAST flag on a policy that has none */
-            int rc = decide_fast(m, sp, sl, kw, len, cost, reading_ms, d, c);
+            int rc = decide_fast(m, sp, sl, kw, len, verb, cost, reading_ms, d, c);
             if (rc == AGAIN) continue;
             return rc;
         }
@@ -237,7 +270,7 @@ static int decide_held(shm_store *m, const shm_policy *sp, shm_slot *sl, const u
         shm_pair_read(&shm_tail_of(m, sl)->change, &lo, &hi);
         int moved = 0; /* whether c or the change moved since they were read */
         if (SHM_CHANGE_VERSION(hi) == (uint32_t)(v + 1)) { /* another's change: finish it first */
-            finish(m, sp, sl, cp, c, lo, hi, buf);
+            sluice__shm_finish(m, sp, sl, cp, c, lo, hi, buf);
             uint64_t lo2, hi2;
             shm_pair_read(&shm_tail_of(m, sl)->change, &lo2, &hi2);
             moved = atomic_load_explicit(SHM_CTRL(sl), memory_order_acquire) != c || lo2 != lo || hi2 != hi;
@@ -257,15 +290,22 @@ static int decide_held(shm_store *m, const shm_policy *sp, shm_slot *sl, const u
         int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed);
         if (now < born_ms) now = born_ms;
         int64_t fresh_at = INT64_MIN;
-        int rc = decide_words(sp, buf, now, cost, d, &fresh_at);
+        int rc = apply_words(sp, buf, now, verb, cost, d, &fresh_at);
         if (rc) return rc;
+        if (verb == SLUICE__VERB_PEEK) {
+            /* the copy was of version c: what the key was then */
+            sluice__decision_lag(d, now - reading_ms);
+            return 0;
+        }
         touch(sl, now);
-        if (d->allowed) {
-            uint64_t at = (uint64_t)(now - SLUICE_TIME_MIN_MS), mine = SHM_CHANGE(v + 1, SHM_KIND_ADMIT, cost);
+        int refund = verb == SLUICE__VERB_REFUND;
+        if (refund || d->allowed) {
+            uint64_t at = (uint64_t)(now - SLUICE_TIME_MIN_MS) | (refund ? SHM_REFUND : 0);
+            uint64_t mine = SHM_CHANGE(v + 1, SHM_KIND_ADMIT, cost);
             if (!shm_cas16(&shm_tail_of(m, sl)->change, lo, hi, at, mine)) continue; /* another change came first */
-            /* the admission is decided: write it, say so, publish (a drop
+            /* the change is decided: write it, say so, publish (a drop
              * that replaced it meanwhile counts as coming after it) */
-            COUNT(m, allowed);
+            if (!refund) COUNT(m, allowed);
             STEP(1);
             copy_write(cp, v + 1, buf, sp->words);
             STEP(2);
@@ -274,10 +314,11 @@ static int decide_held(shm_store *m, const shm_policy *sp, shm_slot *sl, const u
             else shm_pair_read(&shm_tail_of(m, sl)->change, &lo, &hi);
             STEP(3);
             publish(sl, c, hi);
-            sluice__store_time_raise(&m->hdr->now_ms, now);
+            if (!refund) sluice__store_time_raise(&m->hdr->now_ms, now);
         } else {
             COUNT(m, denied);
         }
+        if (!refund && d->shadow_denied) COUNT(m, shadow_denied);
         sluice__decision_lag(d, now - reading_ms);
         return 0;
     }
@@ -326,12 +367,12 @@ static inline __attribute__((always_inline)) int locate(shm_store *m, const slui
 /* The usual case, straight: a FAST key in its first bucket. NOT_HELD:
  * anything else, for the general way. */
 static inline __attribute__((always_inline)) int acquire_fast(shm_store *m, const located *q, const uint64_t *kw,
-                                                              size_t len, int64_t cost, int64_t now_ms,
+                                                              size_t len, int verb, int64_t cost, int64_t now_ms,
                                                               sluice_decision *d) {
     uint64_t c = 0;
     shm_slot *sl = find_among(m, q, 0, candidates(m, q->bh[0], q->tag), kw, len, &c);
     if (!sl || !(c & SHM_FAST)) return NOT_HELD;
-    int rc = decide_fast(m, q->sp, sl, kw, len, cost, now_ms, d, c);
+    int rc = decide_fast(m, q->sp, sl, kw, len, verb, cost, now_ms, d, c);
     return rc == AGAIN || rc == CONVERT ? NOT_HELD : rc;
 }
 
@@ -353,13 +394,25 @@ static __attribute__((cold, noinline)) int damaged(shm_store *m, const shm_polic
     return SLUICE_ESTORE;
 }
 
-/* Decides on the located key. */
+/* The answer for a key the store does not hold: as a fresh state's (the
+ * decision of a peek, or a peek of cost 1 after a refund or reset). */
+static void fresh_answer(const shm_policy *sp, int verb, int64_t cost, int64_t now_ms, sluice_decision *d) {
+    sluice__state st[SLUICE_POLICY_MAX_PARTS];
+    const sluice_policy *p = &sp->policy;
+    for (size_t i = 0; i < p->n_parts; i++) p->algo[i]->init(&p->params[i], &st[i]);
+    sluice__policy_peek(p, st, now_ms, verb == SLUICE__VERB_PEEK ? cost : 1, d);
+}
+
+/* Applies verb (VERB_ACQUIRE, or SLUICE__VERB_PEEK, _REFUND) to the
+ * located key. A key not held: a decision adds it; a peek or refund adds
+ * nothing and answers as a fresh state would. A key kept by another
+ * configuration of the policy's name is converted first (retune). */
 static inline __attribute__((always_inline)) int acquire_located(shm_store *m, const located *q, const void *key,
-                                                                 const uint64_t *kw, size_t len, int64_t cost,
-                                                                 int64_t now_ms, sluice_decision *d) {
+                                                                 const uint64_t *kw, size_t len, int verb,
+                                                                 int64_t cost, int64_t now_ms, sluice_decision *d) {
     const shm_policy *sp = q->sp;
     int rc;
-    if (sp->fast && (rc = acquire_fast(m, q, kw, len, cost, now_ms, d)) != NOT_HELD) goto out;
+    if (sp->fast && (rc = acquire_fast(m, q, kw, len, verb, cost, now_ms, d)) != NOT_HELD) goto out;
     uint64_t stack_buf[160], *buf = stack_buf;
     if (sp->words > sizeof stack_buf / sizeof stack_buf[0] && !(buf = malloc(sp->words * sizeof *buf))) {
         sluice__store_errf(&m->head, "out of memory");
@@ -370,7 +423,7 @@ static inline __attribute__((always_inline)) int acquire_located(shm_store *m, c
         uint64_t seen = 0;
         shm_slot *sl = find_key(m, q, kw, len, &seen, &home);
         if (sl && rc != CONVERT) { /* held: no lock */
-            rc = decide_held(m, sp, sl, kw, len, cost, now_ms, d, buf, seen);
+            rc = decide_held(m, sp, sl, kw, len, verb, cost, now_ms, d, buf, seen);
             continue;
         }
         /* new (or to convert): under both buckets' locks, after a look
@@ -379,9 +432,18 @@ static inline __attribute__((always_inline)) int acquire_located(shm_store *m, c
         seen = 0;
         rc = 0;
         sl = sluice__shm_find_locked(m, q, kw, len, &seen, &home, &rc);
-        if (!sl && rc == 0) rc = sluice__shm_add_key(m, q, kw, len, sluice__shm_decision_time(m, q, now_ms), buf, &sl, &home);
+        if (!sl && rc == 0) {
+            int64_t at_ms = sluice__shm_decision_time(m, q, now_ms);
+            rc = sluice__shm_retune(m, q, kw, len, at_ms, buf, &sl, &home);
+            if (rc == 0 && !sl && verb == VERB_ACQUIRE)
+                rc = sluice__shm_add_key(m, q, kw, len, at_ms, NULL, buf, &sl, &home);
+            if (rc == 0 && !sl) {
+                fresh_answer(sp, verb, cost, at_ms, d);
+                sluice__decision_lag(d, at_ms - now_ms);
+            }
+        }
         if (sl && rc == 0)
-            while ((rc = decide_held(m, sp, sl, kw, len, cost, now_ms, d, buf, seen)) == CONVERT) {
+            while ((rc = decide_held(m, sp, sl, kw, len, verb, cost, now_ms, d, buf, seen)) == CONVERT) {
                 if ((rc = sluice__shm_convert(m, sp, sl, buf))) break;
                 seen = 0;
             }
@@ -398,7 +460,27 @@ static int shm_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     uint64_t kw[(SLUICE_KEY_MAX + 7) / 8]; /* the key in words, zero-padded */
     located q;
     int rc = locate(m, p, key, len, kw, &q);
-    return rc ? rc : acquire_located(m, &q, key, kw, len, cost, now_ms, d);
+    return rc ? rc : acquire_located(m, &q, key, kw, len, VERB_ACQUIRE, cost, now_ms, d);
+}
+
+/* Peek and refund as a decision is made (acquire_located); a reset forgets
+ * the key under its buckets' locks, whichever configuration of the name
+ * keeps it. */
+static int shm_operate_at(sluice_store *s, const sluice_policy *p, const void *key, size_t len, sluice__verb verb,
+                          int64_t cost, int64_t now_ms, sluice_decision *d) {
+    shm_store *m = (shm_store *)s;
+    uint64_t kw[(SLUICE_KEY_MAX + 7) / 8];
+    located q;
+    int rc = locate(m, p, key, len, kw, &q);
+    if (rc) return rc;
+    if (verb != SLUICE__VERB_RESET) return acquire_located(m, &q, key, kw, len, (int)verb, cost, now_ms, d);
+    sluice__shm_lock_buckets(m, &q);
+    sluice__shm_forget(m, &q, kw, len);
+    int64_t at_ms = sluice__shm_decision_time(m, &q, now_ms);
+    sluice__shm_unlock_buckets(&q);
+    fresh_answer(q.sp, verb, 1, at_ms, d);
+    sluice__decision_lag(d, at_ms - now_ms);
+    return 0;
 }
 
 /* A batch, decided in order as one acquire_at each, BATCH requests at a
@@ -432,8 +514,8 @@ static void shm_acquire_many(sluice_store *s, const sluice_request *reqs, size_t
             if (res[i]) continue;
             res[i] = rq[i].key_len > 16
                          ? shm_acquire_at(s, rq[i].policy, rq[i].key, rq[i].key_len, rq[i].cost, now_ms, &out[base + i])
-                         : acquire_located(m, &q[i], rq[i].key, kw[i], rq[i].key_len, rq[i].cost, now_ms,
-                                           &out[base + i]);
+                         : acquire_located(m, &q[i], rq[i].key, kw[i], rq[i].key_len, VERB_ACQUIRE, rq[i].cost,
+                                           now_ms, &out[base + i]);
         }
     }
 }
@@ -462,6 +544,7 @@ const sluice__store_ops sluice__shm_store = {
     .open = sluice__shm_open,
     .acquire_at = shm_acquire_at,
     .acquire_many = shm_acquire_many,
+    .operate_at = shm_operate_at,
     .stats = shm_stats,
     .close = sluice__shm_close,
 };

@@ -104,7 +104,7 @@ static inline void shm_count(shm_store *m, size_t field) {
     else atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
 }
 #define SHM_COUNT(m, field) shm_count((m), offsetof(shm_stripe, field))
-/* Adds every block's counters into *out (allowed .. refused). */
+/* Adds every block's counters into *out (allowed .. shadow_denied). */
 void sluice__shm_counters_read(const shm_store *m, sluice_stats *out);
 
 /* ---- "overflow.c": blocks for states larger than a slot ---- */

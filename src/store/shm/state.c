@@ -1,5 +1,6 @@
 /* store/shm/state.c: what a process knows of a policy in a shm file
- * (shm_policy): its fingerprint, where each part's state lies in a state
+ * (shm_policy): its fingerprint (and its text in the file's
+ * configurations, registry.c), where each part's state lies in a state
  * copy, whether its keys are FAST (one word) and whether their states need
  * an overflow block; and a state copy's bytes to and from the parts'
  * states, each part by its algorithm's byte layout (src/algo/). */
@@ -16,32 +17,34 @@ int sluice__shm_policy_init(void *item, void *ctx) {
     char text[SLUICE_POLICY_MAX_PARTS * 80 + SLUICE_POLICY_NAME_MAX + 2];
     int n = snprintf(text, sizeof text, "%s\n", p->name);
     sluice_policy_format(p, text + n, sizeof text - (size_t)n);
+    /* the name's hash on top (every configuration of a name finds a key
+     * in the same place: the key's hash takes it), the whole text's below
+     * (never 0: 0 is "free") */
     uint64_t zero[2] = {0, 0};
-    sp->fp = sluice__siphash24(zero, text, strlen(text)) | 1; /* never 0: 0 is "free" */
-    sp->tweak = (uint32_t)(sp->fp >> 32);
+    uint64_t name_hash = sluice__siphash24(zero, p->name, strlen(p->name));
+    sp->tweak = (uint32_t)(name_hash >> 32);
+    sp->fp = (uint64_t)sp->tweak << 32 | (uint32_t)sluice__siphash24(zero, text, strlen(text)) | 1;
     uint64_t at = 0;
     for (size_t i = 0; i < p->n_parts && at < (UINT64_C(1) << 40); i++) {
         sp->offset[i] = (uint32_t)at;
         at += shm_align(p->algo[i]->layout_bytes(&p->params[i]), 8); /* too big: refused below */
     }
     const sluice__algo *a = p->algo[0];
-    sp->fast = p->n_parts == 1 && a->word_fits && a->word_fits(&p->params[0]);
+    sp->fast = p->n_parts == 1 && !p->n_shadow && a->word_fits && a->word_fits(&p->params[0]);
     sp->gcra = (a->flags & SLUICE__ALGO_GCRA) != 0;
     sp->shaper = (a->flags & SLUICE__ALGO_DELAYS) != 0;
     sp->fast_unit = sp->fast ? a->word_unit(&p->params[0]) : 0;
     sp->fast_fresh = a->word_fresh;
     sp->block_class = 0;
-    if (at <= m->g.state_bytes) {
-        sp->bytes = (uint32_t)at;
-        sp->words = (uint32_t)(at / 8);
-        return 0;
-    }
     if (at < (UINT64_C(1) << 40)) {
         sp->bytes = (uint32_t)at;
         sp->words = (uint32_t)(at / 8);
-        sp->block_class = sluice__shm_block_class(m, sp->words);
+        if (at > m->g.state_bytes) sp->block_class = sluice__shm_block_class(m, sp->words);
     }
-    if (sp->block_class) return 0;
+    if (at <= m->g.state_bytes || sp->block_class) { /* taken: the file keeps its text */
+        sluice__shm_registry_add(m, sp->fp, text, strlen(text));
+        return 0;
+    }
     uint64_t area = SHM_OVERFLOW_HEAD + (UINT64_C(1) << 12);
     while (area - SHM_OVERFLOW_HEAD < SHM_BLOCK_HEAD + 4 * at) area = SHM_OVERFLOW_HEAD + 2 * (area - SHM_OVERFLOW_HEAD);
     sluice__store_errf(&m->head, "policy %s needs %llu bytes of state per key: more than shm:%s holds "
