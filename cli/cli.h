@@ -176,9 +176,10 @@ void cli_print_bad_spec(const char *what, const char *spec, const char *err);
     "                   tries it without enforcing it (see man sluice)\n"
 #define CLI_NAME_HELP                                                                        \
     "  --name NAME      the policy's name (default \"cli\"): 1..64 letters, digits and\n"   \
-    "                   \"-_.:\". A store knows a limit by its NAME and SPEC: every\n"       \
-    "                   invocation with the same NAME, SPEC and KEY shares one limit;\n"     \
-    "                   another NAME (or SPEC) keeps a separate one\n"
+    "                   \"-_.:\". A store knows a limit by its NAME: every invocation\n"    \
+    "                   with the same NAME and KEY shares one limit; another NAME\n"         \
+    "                   keeps a separate one, another SPEC retunes it (each KEY\n"           \
+    "                   keeps what it has in use)\n"
 #define CLI_STRICT_HELP                                                                      \
     "  --strict         fail (exit 2, with the store's reason) when a remote store\n"          \
     "                   cannot decide, instead of admitting without counting\n"               \
