@@ -823,6 +823,52 @@ TEST(verbs_add_no_key_and_reset_forgets_any_configuration) {
     sluice_clock_free(c);
 }
 
+/* Every verb's bad arguments: a clear error, nothing changed (the key's
+ * peek the same before and after). */
+TEST(verbs_refuse_bad_arguments_changing_nothing) {
+    sluice_store *s = open_store("memory:", NULL);
+    sluice_policy *p = policy("p", "token-bucket capacity=3 rate=1/h");
+    REQUIRE(s && p);
+    sluice_decision d, before, after;
+    CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 2, 1000, &d), 0);
+    CHECK_EQ(sluice_store_peek_at(s, p, "k", 1, 1, 1000, &before), 0);
+    static char big[SLUICE_KEY_MAX + 1];
+    int64_t costs[] = {0, -1, 4, INT64_MIN, INT64_MAX};
+    for (size_t i = 0; i < sizeof costs / sizeof costs[0]; i++) {
+        CHECK_EQ(sluice_store_peek_at(s, p, "k", 1, costs[i], 1000, &d), SLUICE_ECOST);
+        CHECK_EQ(sluice_store_refund_at(s, p, "k", 1, costs[i], 1000, &d), SLUICE_ECOST);
+        CHECK(strstr(sluice_store_errmsg(s), "cost") != NULL);
+    }
+    CHECK_EQ(sluice_store_peek_at(NULL, p, "k", 1, 1, 1000, &d), SLUICE_EINVAL);
+    CHECK_EQ(sluice_store_refund_at(NULL, p, "k", 1, 1, 1000, &d), SLUICE_EINVAL);
+    CHECK_EQ(sluice_store_reset(NULL, p, "k", 1, &d), SLUICE_EINVAL);
+    CHECK_EQ(sluice_store_peek(NULL, p, "k", 1, 1, &d), SLUICE_EINVAL);
+    CHECK_EQ(sluice_store_refund(NULL, p, "k", 1, 1, &d), SLUICE_EINVAL);
+    CHECK_EQ(sluice_store_peek_at(s, p, "k", 1, 1, 1000, NULL), SLUICE_EINVAL); /* a peek answers */
+    CHECK_EQ(sluice_store_peek_at(s, NULL, "k", 1, 1, 1000, &d), SLUICE_EINVAL);
+    CHECK(strstr(sluice_store_errmsg(s), "policy") != NULL);
+    CHECK_EQ(sluice_store_refund_at(s, p, NULL, 1, 1, 1000, &d), SLUICE_EINVAL);
+    CHECK_EQ(sluice_store_reset(s, NULL, "k", 1, &d), SLUICE_EINVAL);
+    CHECK_EQ(sluice_store_reset(s, p, NULL, 1, &d), SLUICE_EINVAL);
+    CHECK_EQ(sluice_store_reset(s, p, "k", 0, &d), SLUICE_EINVAL);
+    CHECK_EQ(sluice_store_refund_at(s, p, "", 0, 1, 1000, &d), SLUICE_EINVAL);
+    CHECK_EQ(sluice_store_peek_at(s, p, big, sizeof big, 1, 1000, &d), SLUICE_EINVAL);
+    CHECK_EQ(sluice_store_reset(s, p, big, sizeof big, NULL), SLUICE_EINVAL);
+    CHECK(strstr(sluice_store_errmsg(s), "bytes") != NULL);
+    CHECK_EQ(sluice_store_peek_at(s, p, "k", 1, 1, SLUICE_TIME_MAX_MS + 1, &d), SLUICE_EINVAL);
+    CHECK_EQ(sluice_store_refund_at(s, p, "k", 1, 1, SLUICE_TIME_MIN_MS - 1, &d), SLUICE_EINVAL);
+    CHECK_EQ(sluice_store_peek_at(s, p, "k", 1, 1, 1000, &after), 0);
+    CHECK(same(&before, &after) && after.remaining == 0);
+    CHECK_EQ(stats(s).keys, 1);
+    CHECK_EQ(sluice_store_refund_at(s, p, "k", 1, 3, 1000, NULL), 0); /* out may be NULL */
+    CHECK_EQ(sluice_store_peek_at(s, p, "k", 1, 3, 1000, &d), 0);
+    CHECK(d.allowed && d.remaining == 0); /* back to full, not beyond */
+    CHECK_EQ(sluice_store_reset(s, p, "k", 1, NULL), 0);
+    CHECK_EQ(stats(s).keys, 0);
+    sluice_store_close(s);
+    sluice_policy_free(p);
+}
+
 /* Threads mixing acquires and refunds on one key at one reading: never
  * beyond fresh or below empty; what it holds at the end is exactly what
  * was admitted less what was refunded. */
@@ -877,6 +923,7 @@ TEST_MAIN(per_key_state_is_independent, keys_are_binary_safe, bad_urls_and_optio
           full_store_refuses_new_keys_changing_nothing, full_store_evicts_least_recently_used,
           eviction_spares_the_key_in_use, new_key_fresh_soonest_is_forgotten_not_an_older_key_evicted,
           changed_configuration_keeps_usage, verbs_add_no_key_and_reset_forgets_any_configuration,
+          verbs_refuse_bad_arguments_changing_nothing,
           threads_mixing_acquires_and_refunds_stay_within_the_limit, differential_lossless_forgetting, differential_forced_eviction,
           differential_all_keys_collide, refuse_is_exact_for_held_keys,
           keys_alike_in_their_first_word_stay_apart, acquire_many_equals_one_acquire_at_each,
