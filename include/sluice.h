@@ -201,6 +201,10 @@ SLUICE_EXTERN int sluice_config_format(const sluice_config *c, char *buf, size_t
  *                 on_error=allow (its default) the request is admitted
  *                 without being counted, with on_error=deny it is denied
  *                 with retry_after_ms 100; every other field is then 0.
+ *  local          true when a remote store could not decide and its local
+ *                 limit did (on_error=local): an in-process limit of this
+ *                 host's share of the policy (see the store's options);
+ *                 every field is then the local limit's.
  *  shadow_denied  true when a shadow part of the policy would have denied
  *                 the request (it was decided, and counted nothing). The
  *                 other fields come from the enforced parts alone; a
@@ -213,6 +217,7 @@ typedef struct {
     bool allowed;
     bool enforced;
     bool shadow_denied;
+    bool local;
     int32_t part;
     int64_t remaining, retry_after_ms, reset_ms, delay_ms, limit;
     int64_t part_reset_ms;
@@ -547,6 +552,10 @@ typedef struct sluice_stats {
     int64_t failures;  /* remote stores: decisions the server failed       */
     int64_t reconnects; /* remote stores: connections made after a failure */
     int64_t shadow_denied; /* decisions a shadow part would have denied  */
+    int64_t local;     /* remote stores: decisions made by the local limit
+                          while the server could not (on_error=local)    */
+    int64_t cached_denials; /* remote stores: denials answered from the
+                          cache of denials, with no round trip          */
 } sluice_stats;
 
 /* Opens the store named by url. Errors: SLUICE_EINVAL (bad URL or option, a

@@ -5,6 +5,7 @@
  *                   works on, the buckets' GCRA arithmetic
  *   policy.h        configurations (validation, text form) and policies
  *   store/store.h   the store interface, URL options, the policy registry
+ *   store/deny.h    a remote store's cache of denials
  *   lock.h          the small lock, a thread's stripe of counters
  *   hash.h          keyed hashes of keys
  *   clock.h         readings and waits
@@ -23,6 +24,7 @@
 #include "lock.h"
 #include "policy.h"
 #include "shared.h"
+#include "store/deny.h"
 #include "store/store.h"
 #include "testing.h"
 
