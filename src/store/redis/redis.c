@@ -68,12 +68,13 @@ typedef struct {
 } node;
 
 /* What the store knows of a policy: the start of its key names, its
- * script arguments, and which parts are logs. */
+ * script arguments, and how many of its parts keep a sorted set of their
+ * own (a state that grows: SLUICE__ALGO_GROWS). */
 typedef struct {
     sluice_policy policy;
     char name[64 + SLUICE_POLICY_NAME_MAX + 24]; /* PREFIX{NAME|FP| */
     size_t name_len;
-    int n_logs;
+    int n_logs; /* parts with a sorted set of their own */
     char args[4 * SLUICE_POLICY_MAX_PARTS][24];
 } rpolicy;
 
@@ -392,12 +393,11 @@ static int rpolicy_init(void *item, void *ctx) {
     sluice_policy_format(p, text, sizeof text);
     for (size_t i = 0; i < p->n_parts; i++) {
         const sluice__params *q = &p->params[i];
-        sluice_algorithm a = p->parts[i].algorithm;
-        int bucket = a == SLUICE_TOKEN_BUCKET || a == SLUICE_LEAKY_BUCKET;
-        /* the largest exact integers the script forms: 2*tau (buckets),
-         * 3*L*W (sliding window); everything else is far smaller */
-        __int128 need = bucket ? (__int128)q->tau : a == SLUICE_SLIDING_WINDOW ? (__int128)q->limit * q->window_ms : 0;
-        if (need > EXACT_MAX) {
+        const sluice__algo *a = p->algo[i];
+        int gcra = (a->flags & SLUICE__ALGO_GCRA) != 0;
+        /* the script forms no integer above 4 times the algorithm's
+         * largest (algo.h), so below 2^53 when that is at most 2^51 */
+        if (a->largest && a->largest(q) > EXACT_MAX) {
             char part[80];
             sluice_config_format(&p->parts[i], part, sizeof part);
             sluice__store_errf(&r->head,
@@ -406,11 +406,13 @@ static int rpolicy_init(void *item, void *ctx) {
                                p->name, i, part);
             return SLUICE_EINVAL;
         }
-        snprintf(rp->args[4 * i], 24, "%d", (int)a);
+        /* the script's arguments: algorithm, limit, then (p, r), a bucket's
+         * scaled units, or (W, 0) */
+        snprintf(rp->args[4 * i], 24, "%d", (int)a->id);
         snprintf(rp->args[4 * i + 1], 24, "%lld", (long long)q->limit);
-        snprintf(rp->args[4 * i + 2], 24, "%lld", (long long)(bucket ? q->p : q->window_ms));
-        snprintf(rp->args[4 * i + 3], 24, "%lld", (long long)(bucket ? q->r : 0));
-        rp->n_logs += a == SLUICE_SLIDING_LOG;
+        snprintf(rp->args[4 * i + 2], 24, "%lld", (long long)(gcra ? q->p : q->window_ms));
+        snprintf(rp->args[4 * i + 3], 24, "%lld", (long long)(gcra ? q->r : 0));
+        rp->n_logs += (a->flags & SLUICE__ALGO_GROWS) != 0; /* a sorted set of its own */
     }
     /* the configuration's fingerprint: a changed configuration under the
      * same name is a new policy, with new names (sluice.h) */
@@ -450,7 +452,7 @@ static void build(redis_store *r, const rpolicy *rp, const void *key, size_t key
     k->slot = r->cluster ? sluice__redis_slot(name, len) : 0;
     k->argv[n] = name, k->lens[n++] = len;
     for (size_t i = 0, logs = 0; i < rp->policy.n_parts; i++) {
-        if (rp->policy.parts[i].algorithm != SLUICE_SLIDING_LOG) continue;
+        if (!(rp->policy.algo[i]->flags & SLUICE__ALGO_GROWS)) continue; /* a log: its own sorted set */
         char *log = k->names[++logs];
         memcpy(log, name, len);
         k->argv[n] = log, k->lens[n++] = len + (size_t)sprintf(log + len, ":%zu", i);
