@@ -937,7 +937,7 @@ int main(int argc, char **argv) {
     if (sluice_policy_new("bench", &cfg, 1, &pol) != 0) return 1;
     policy = pol;
 
-    /* the scripts' arguments, as sluice sends them (redis.c: build()) */
+    /* the scripts' arguments, as sluice sends them (store/redis/decide.c: build()) */
     char sha_small[41], sha_decide[41];
     load_script(SMALL_LUA, sha_small);
     load_script(sluice__redis_decide_lua, sha_decide);
