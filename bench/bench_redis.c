@@ -601,9 +601,10 @@ static uint64_t run_many(bcase *c, uint64_t n) {
     return bad;
 }
 
-/* A reply of the decision scripts: 8 integers, the first 1 (admitted). */
+/* A reply of the decision scripts (the small one's 8 integers, decide.lua's
+ * 9), the first 1 (admitted). */
 static int reply_ok(const redisReply *r) {
-    return r && r->type == REDIS_REPLY_ARRAY && r->elements == 8 &&
+    return r && r->type == REDIS_REPLY_ARRAY && (r->elements == 8 || r->elements == 9) &&
            r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1;
 }
 
@@ -937,7 +938,7 @@ int main(int argc, char **argv) {
     if (sluice_policy_new("bench", &cfg, 1, &pol) != 0) return 1;
     policy = pol;
 
-    /* the scripts' arguments, as sluice sends them (redis.c: build()) */
+    /* the scripts' arguments, as sluice sends them (store/redis/decide.c: build()) */
     char sha_small[41], sha_decide[41];
     load_script(SMALL_LUA, sha_small);
     load_script(sluice__redis_decide_lua, sha_decide);

@@ -1647,7 +1647,8 @@ TEST(every_key_expires_when_fresh) {
 }
 
 /* In client-clock mode the expiry is the reset plus ttl_grace_ms (60 s by
- * default): the client's time need not run with the server's. */
+ * default): the client's time need not run with the server's. Logs, windows
+ * and buckets, a bucket alone (the script's own path for it) too. */
 static void grace_body(int port) {
     char url[256];
     sluice_store *s = open_store(url_of(url, sizeof url, port, "clock=client"), NULL);
@@ -1671,6 +1672,33 @@ static void grace_body(int port) {
         if (!graceless) CHECK(ttl > 50000);
     }
     names_free(&ns);
+    /* the same for buckets: one alone (the script's path for one bucket)
+     * and one among other parts */
+    sluice_policy *bs[] = {policy("gb", "token-bucket capacity=2 rate=1/40ms"),
+                           policy("gc", "leaky-bucket capacity=2 rate=1/40ms; fixed-window limit=5 window=40ms")};
+    REQUIRE(bs[0] && bs[1]);
+    for (size_t i = 0; i < 2; i++) {
+        CHECK_EQ(sluice_store_acquire_at(s, bs[i], "k", 1, 1, 0, &d), 0);
+        CHECK_EQ(sluice_store_acquire_at(g0, bs[i], "k", 1, 1, 0, &d), 0);
+    }
+    REQUIRE(names_scan(port, &ns) == 0);
+    size_t n_buckets = 0;
+    for (size_t i = 0; i < ns.n; i++) {
+        if (!memmem(ns.name[i], ns.len[i], "{gb|", 4) && !memmem(ns.name[i], ns.len[i], "{gc|", 4)) continue;
+        n_buckets++;
+        long long ttl = rs_int(port, "PTTL %b", ns.name[i], ns.len[i]);
+        int graceless = !strncmp(ns.name[i], "g0:", 3);
+        if (ttl <= 0 || ttl > (graceless ? 40 : 60040) || (!graceless && ttl <= 50000))
+            fprintf(stderr, "name %s: PTTL %lld, expected %s\n", ns.name[i], ttl,
+                    graceless ? "1..40" : "50001..60040");
+        CHECK(ttl > 0);
+        CHECK(ttl <= (graceless ? 40 : 60040));
+        if (!graceless) CHECK(ttl > 50000);
+    }
+    CHECK_EQ(n_buckets, 4);
+    names_free(&ns);
+    sluice_policy_free(bs[0]);
+    sluice_policy_free(bs[1]);
     sluice_policy_free(p);
     sluice_store_close(s);
     sluice_store_close(g0);

@@ -4,8 +4,9 @@
 --
 -- Redis's Lua numbers are doubles: every value here is an integer below
 -- 2^53, so every + - * is exact, and division goes through idiv (floor,
--- corrected to be exact). store/redis.c refuses a policy whose values could
--- grow past that before it ever reaches this script.
+-- corrected to be exact). store/redis/decide.c refuses a policy whose
+-- values could grow past that (an algorithm's largest(), algo/algo.h)
+-- before it ever reaches this script.
 --
 -- KEYS[1]    the key's state: "t v v v ..." (t: the highest time decided for
 --            this key; then each part's numbers, see below)
@@ -15,11 +16,34 @@
 -- ARGV[2]    cost
 -- ARGV[3]    ttl extra ms, added to every expiry (ttl_grace_ms: by default
 --            60000 with the client's clock, 0 with the server's)
--- ARGV[4..]  per part: algorithm (1 token bucket, 2 sliding window, 3 fixed
---            window, 4 leaky bucket, 5 sliding log), limit, a, b
---            (buckets: a = p, b = r, the scaled units; windows: a = W)
+-- ARGV[4..]  per part: algorithm (its id, sluice_algorithm: 1 token bucket,
+--            2 sliding window, 3 fixed window, 4 leaky bucket, 5 sliding
+--            log), limit, a, b (buckets: a = p, b = r, the scaled units;
+--            the others: a = W)
 -- returns    {allowed, remaining, retry_after_ms, reset_ms, delay_ms, limit,
 --             part, now_ms, part_reset_ms}
+--
+-- What each function mirrors in C (the same arithmetic, step by step):
+--
+--   idiv, cdiv        sluice__floor_div, sluice__ceil_div   algo/algo.h
+--   bucket            sluice__gcra_core: _room, _allowed,   algo/algo.h
+--                     _denied; shaper: the leaky bucket's   algo/leaky_bucket.c
+--                     delay; cost 0: sluice__gcra_peek      algo/token_bucket.c
+--   the fast path     sluice__policy_decide of one part     composite.c
+--                     (decided at once), on a bucket
+--   eff               sluice__store_time: never backwards   store/store.h
+--   bucket_part       sluice__gcra_decide as a dry run,     algo/token_bucket.c
+--                     and peek
+--   fixed_window      fw_at, fw_fill, fw_decide, fw_peek    algo/fixed_window.c
+--   sliding_window    sw_at, sw_admit_at, sw_fill,          algo/sliding_window.c
+--                     sw_decide, sw_peek
+--   sliding_log       log_at, first_cum, log_fill,          algo/sliding_log.c
+--                     log_decide, log_peek
+--   the parts loop,   sluice__policy_decide: every part     composite.c
+--   combine, commit   asked, combine(), then committed
+--                     only when every part admits
+
+local tonumber = tonumber -- a local: no global lookup at each use
 
 local now
 if ARGV[1] == '' then
@@ -41,15 +65,37 @@ local function idiv(x, y)
   if m < 0 then q = q - 1 elseif m >= y then q = q + 1 end
   return q
 end
-local function cdiv(x, y) return -idiv(-x, y) end
 
-local function num(x) return string.format('%.0f', x) end
+-- The one bucket, token or leaky (shaper): a request of cost n at t on
+-- state (A, B), A the whole ms of its theoretical arrival time and B the
+-- scaled units past it (0 <= B < r; C keeps the TAT in scaled units,
+-- A * r + B). Returns ok, remaining, reset and the wait (delay_ms when
+-- admitted, retry_after_ms when denied), and when admitted the new state
+-- (A, B). Asked for n = 0 about a state that admits, it tells what that
+-- state holds as it is (sluice__gcra_peek's remaining and reset).
+-- Ceilings are -idiv(-x, y) here, and cdiv is made after the fast path:
+-- a closure costs every call that makes it (callgrind: one more made
+-- before the fast path costs it more than its call of bucket).
+local function bucket(limit, p, rr, shaper, A, B, t, n)
+  local tau, b = limit * p, 0
+  if A >= t then b = (A - t) * rr + B end -- A < t: (A - t) * r + B < 0, as B < r
+  local nb = b + n * p
+  if nb > tau then
+    local rem = 0
+    if b <= tau then rem = idiv(tau - b, p) end
+    return false, rem, -idiv(-b, rr), -idiv(tau - nb, rr)
+  end
+  local whole = idiv(nb, rr)
+  local delay = 0
+  if shaper then delay = -idiv(-b, rr) end
+  return true, idiv(tau - nb, p), -idiv(-nb, rr), delay, t + whole, nb - whole * rr
+end
 
--- The common case, a one-part token or leaky bucket, in straight lines: the
--- same arithmetic as bucket() below with no tables (measured: a third of the
--- script's time). The state is "t A B", as the general path writes it.
+-- The common case, a one-part token or leaky bucket, without the tables
+-- of the general path below (measured: a third of the script's time): the
+-- same state, "t A B", read and written in straight lines.
 if #ARGV == 7 and (ARGV[4] == '1' or ARGV[4] == '4') then
-  local limit, p, rr = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  local limit = tonumber(ARGV[5])
   local eff, A, B = now, FRESH, 0
   local st = redis.call('GET', KEYS[1])
   if st then
@@ -57,25 +103,17 @@ if #ARGV == 7 and (ARGV[4] == '1' or ARGV[4] == '4') then
     t, A, B = tonumber(t), tonumber(a), tonumber(b)
     if t > eff then eff = t end
   end
-  local tau, need, b = limit * p, cost * p, 0
-  if A >= eff then b = (A - eff) * rr + B end
-  if b + need <= tau then
-    local nb = b + need
-    local whole = idiv(nb, rr)
-    local reset = cdiv(nb, rr)
-    local delay = 0
-    if ARGV[4] == '4' then delay = cdiv(b, rr) end
-    local ttl = reset
-    if ttl < 1 then ttl = 1 end
-    redis.call('SET', KEYS[1], string.format('%d %d %d', eff, eff + whole, nb - whole * rr),
-               'PX', ttl + extra_ttl)
-    return {1, idiv(tau - nb, p), 0, reset, delay, limit, 0, eff, reset}
-  end
-  local rem = 0
-  if b <= tau then rem = idiv(tau - b, p) end
-  local reset = cdiv(b, rr)
-  return {0, rem, cdiv(b - tau + need, rr), reset, 0, limit, 0, eff, reset}
+  local p, rr, shaper = tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[4] == '4'
+  local ok, rem, reset, wait, nA, nB = bucket(limit, p, rr, shaper, A, B, eff, cost)
+  if not ok then return {0, rem, wait, reset, 0, limit, 0, eff, reset} end
+  local ttl = reset
+  if ttl < 1 then ttl = 1 end
+  redis.call('SET', KEYS[1], string.format('%d %d %d', eff, nA, nB), 'PX', ttl + extra_ttl)
+  return {1, rem, 0, reset, wait, limit, 0, eff, reset}
 end
+
+local function cdiv(x, y) return -idiv(-x, y) end -- ceil(x / y)
+local function num(x) return string.format('%.0f', x) end
 
 -- the state
 local raw = redis.call('GET', KEYS[1])
@@ -93,30 +131,17 @@ local pos = 2 -- next state number to read
 --   r.rem, r.reset, r.delay (when admitted), r.state (numbers to store),
 --   r.commit (function run when every part admits)
 
-local function bucket(limit, p, rr, shaper)
+local function bucket_part(limit, p, rr, shaper)
   local A, B = FRESH, 0
   if not fresh then A, B = v[pos], v[pos + 1] end
   pos = pos + 2
-  local tau, need = limit * p, cost * p
-  local b = 0
-  if A >= eff then b = (A - eff) * rr + B end -- A < eff: B < r, so b < 0
-  local r = {rem_now = 0, reset_now = cdiv(b, rr)}
-  if b <= tau then r.rem_now = idiv(tau - b, p) end
-  if b + need <= tau then
-    local nb = b + need
-    local whole = idiv(nb, rr)
-    r.ok = true
-    r.rem = idiv(tau - nb, p)
-    r.reset = cdiv(nb, rr)
-    r.delay = 0
-    if shaper then r.delay = cdiv(b, rr) end
-    r.state = {eff + whole, nb - whole * rr}
-  else
-    r.ok = false
-    r.retry = cdiv(b - tau + need, rr)
-    r.state = {A, B}
+  local ok, rem, reset, wait, nA, nB = bucket(limit, p, rr, shaper, A, B, eff, cost)
+  if not ok then
+    return {ok = false, rem_now = rem, reset_now = reset, retry = wait, state = {A, B}}
   end
-  return r
+  local _, rem_now, reset_now = bucket(limit, p, rr, false, A, B, eff, 0) -- what it holds now
+  return {ok = true, rem = rem, reset = reset, delay = wait, state = {nA, nB}, rem_now = rem_now,
+          reset_now = reset_now}
 end
 
 local function fixed_window(limit, W)
@@ -267,8 +292,8 @@ for i = 0, n_parts - 1 do
   local a = 4 + 4 * i
   local algo, limit, pa, pb = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local r
-  if algo == 1 then r = bucket(limit, pa, pb, false)
-  elseif algo == 4 then r = bucket(limit, pa, pb, true)
+  if algo == 1 then r = bucket_part(limit, pa, pb, false)
+  elseif algo == 4 then r = bucket_part(limit, pa, pb, true)
   elseif algo == 3 then r = fixed_window(limit, pa)
   elseif algo == 2 then r = sliding_window(limit, pa)
   else

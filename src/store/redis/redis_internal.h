@@ -1,14 +1,151 @@
-/* store/redis/redis_internal.h: what the files of libsluice-redis share. */
+/* store/redis/redis_internal.h: what the files of libsluice-redis share:
+ * the store, its nodes and their pools, what it knows of a policy, one
+ * call of the decision script; and each file's functions, under its name.
+ *
+ *   redis.c    the store: its URL, open, stats, close, the operations tables
+ *   pool.c     connections: each node's pool, commands within a deadline
+ *   route.c    where a call goes: the nodes by address, a cluster's slot
+ *              map, sending one call through redirections
+ *   decide.c   policies and decisions: decide.lua's arguments and reply
+ *   decide.lua the decision itself, on the server
+ *   slot.c     a key name's cluster slot
+ *   sha1.c     the script's SHA-1, for EVALSHA */
 #ifndef SLUICE_REDIS_INTERNAL_H
 #define SLUICE_REDIS_INTERNAL_H
 
+#include "internal.h"
+
+#include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
-/* "sha1.c": the SHA-1 of data, as 40 hex digits and a NUL. */
+#define POOL_MAX 64
+#define NODES_MAX 64
+#define RETRY_MS 100                  /* a down node is tried again after this */
+#define NO_DEADLINE INT64_MAX         /* open: each step has its own timeouts */
+#define CLIENT_TIME_MAX_MS (INT64_C(1) << 50) /* exact in Lua's doubles */
+#define NAME_MAX_BYTES (64 + SLUICE_POLICY_NAME_MAX + 48 + SLUICE_KEY_MAX)
+#define ARGS_MAX (3 + 1 + SLUICE_POLICY_MAX_PARTS + 3 + 4 * SLUICE_POLICY_MAX_PARTS)
+
+/* A server (a cluster's master, or the one server), and its pool. */
+typedef struct {
+    char host[256];
+    int port;
+    pthread_mutex_t mu; /* guards the pool */
+    pthread_cond_t freed; /* a connection came back, or a place in the pool (CLOCK_MONOTONIC) */
+    redisContext *idle[POOL_MAX];
+    int n_idle, n_open;
+    int failed;                  /* the last connect or command failed */
+    _Atomic int64_t retry_at_ms; /* while down: no connect before this  */
+} node;
+
+/* What the store knows of a policy: the start of its key names, its
+ * script arguments, and how many of its parts keep a sorted set of their
+ * own (a state that grows: SLUICE__ALGO_GROWS). */
+typedef struct {
+    sluice_policy policy;
+    char name[64 + SLUICE_POLICY_NAME_MAX + 24]; /* PREFIX{NAME|FP| */
+    size_t name_len;
+    int n_logs; /* parts with a sorted set of their own */
+    char args[4 * SLUICE_POLICY_MAX_PARTS][24];
+} rpolicy;
+
+typedef struct {
+    struct sluice_store head;
+    int cluster;
+    int db;
+    int client_clock;
+    sluice_on_error on_error;
+    int64_t connect_timeout_ms, timeout_ms, ttl_grace_ms;
+    int pool;
+    int verify; /* open: PING every node it needs */
+    char prefix[64];
+    char sha[41];
+    sluice__policy_set policies; /* items: rpolicy */
+    _Atomic int64_t now_ms;      /* clock=client: the store's time */
+    pthread_mutex_t nodes_mu;    /* guards n_nodes growing and slots */
+    node *nodes[NODES_MAX];
+    _Atomic int n_nodes;
+    _Atomic uint8_t slots[16384]; /* cluster: slot -> node */
+    atomic_llong allowed, denied, failures, reconnects;
+} redis_store;
+
+/* One call of the decision script: EVALSHA's arguments, and where it goes. */
+typedef struct {
+    const char *argv[ARGS_MAX];
+    size_t lens[ARGS_MAX];
+    int argc;
+    char names[1 + SLUICE_POLICY_MAX_PARTS][NAME_MAX_BYTES + 8];
+    char now[24], cost[24], grace[24], numkeys[8];
+    unsigned slot;
+    int64_t reading_ms; /* clock=client: the caller's reading */
+} call;
+
+/* ---- time ---- */
+
+static inline int64_t sluice__redis_real_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* The deadline of a call that starts now (see the top of redis.c). */
+static inline int64_t sluice__redis_deadline(const redis_store *r) {
+    return sluice__redis_real_ms() + r->connect_timeout_ms + r->timeout_ms;
+}
+
+/* ---- "pool.c" ---- */
+node *sluice__redis_node_new(const char *host, size_t host_len, int port);
+void sluice__redis_node_free(node *n);
+/* c's timeout for a call that ends by deadline_ms (1: shortened), and back. */
+int sluice__redis_shorten_timeout(const redis_store *r, redisContext *c, int64_t deadline_ms);
+void sluice__redis_restore_timeout(const redis_store *r, redisContext *c);
+/* One command on c by deadline_ms: its reply, or NULL with why. */
+redisReply *sluice__redis_run(const redis_store *r, redisContext *c, int64_t deadline_ms, int argc,
+                              const char **argv, const size_t *lens, char *why, size_t whylen);
+/* A connection to n for a call that ends by deadline_ms, or NULL with why;
+ * given back with sluice__redis_give (broken: dropped). */
+redisContext *sluice__redis_take(redis_store *r, node *n, int64_t deadline_ms, char *why, size_t whylen);
+void sluice__redis_give(node *n, redisContext *c, int broken);
+/* why, for a call sent on c to n that got no reply: it may have run. */
+void sluice__redis_lost_reply(const redis_store *r, const node *n, const redisContext *c, char *why,
+                              size_t whylen);
+/* A command of one word outside any decision (DBSIZE, PING) on node n by
+ * deadline_ms: its reply, or NULL with why, which names n. */
+redisReply *sluice__redis_ask(redis_store *r, node *n, const char *cmd, int64_t deadline_ms, char *why,
+                              size_t whylen);
+
+/* ---- "route.c" ---- */
+/* The index of node host:port, added when new (-1: no room or memory). */
+int sluice__redis_node_index(redis_store *r, const char *host, size_t host_len, int port);
+/* Reads the slot map (CLUSTER SLOTS) from the first node that answers, by
+ * deadline_ms: 0, or -1 with why. */
+int sluice__redis_refresh_slots(redis_store *r, int64_t deadline_ms, char *why, size_t whylen);
+/* The node that serves slot (the one server when not a cluster). */
+static inline node *sluice__redis_node_for(redis_store *r, unsigned slot) {
+    return r->nodes[r->cluster ? atomic_load_explicit(&r->slots[slot], memory_order_acquire) : 0];
+}
+/* Whether a reply proves the server did not run the call (so it may be
+ * sent again): NOSCRIPT, MOVED, ASK, TRYAGAIN. */
+int sluice__redis_not_run(const redisReply *reply);
+/* Sends call k by deadline_ms, following what proves it did not run: its
+ * reply, or NULL with why. */
+redisReply *sluice__redis_send(redis_store *r, call *k, int64_t deadline_ms, char *why, size_t whylen);
+
+/* ---- "decide.c" ---- */
+/* The policy registry's init: an rpolicy for the policy it starts with. */
+int sluice__redis_policy_init(void *item, void *ctx);
+int sluice__redis_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                             int64_t cost, int64_t now_ms, sluice_decision *d);
+void sluice__redis_acquire_many(sluice_store *s, const sluice_request *reqs, size_t n, int64_t now_ms,
+                                sluice_decision *out, int *results);
+
+/* ---- "sha1.c": the SHA-1 of data, as 40 hex digits and a NUL ---- */
 void sluice__sha1_hex(const void *data, size_t len, char out[41]);
 
-/* "slot.c": the Redis Cluster slot of a key name (CRC16 of its hash tag). */
+/* ---- "slot.c": the Redis Cluster slot of a key name (CRC16 of its hash tag) ---- */
 unsigned sluice__redis_slot(const char *name, size_t len);
 
 /* decide.lua, embedded at build time (cmake/embed.cmake) */
