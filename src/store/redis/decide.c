@@ -110,6 +110,8 @@ static int read_decision(redis_store *r, const call *k, redisReply *reply, sluic
         }
     d->allowed = reply->element[0]->integer != 0;
     d->enforced = true;
+    d->shadow_denied = false; /* shadow parts: not yet in the script */
+    d->local = false;
     d->remaining = reply->element[1]->integer;
     d->retry_after_ms = reply->element[2]->integer;
     d->reset_ms = reply->element[3]->integer;
