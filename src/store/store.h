@@ -1,4 +1,4 @@
-/* store/store.h: the store interface. A store kind (memory.c, shm/,
+/* store/store.h: the store interface. A store kind (memory/, shm/,
  * redis/) fills in one const table of operations (sluice__store_ops);
  * store.c chooses the kind by URL, parses its options, checks every
  * request's arguments once, and keeps the message channel. Also here: the
@@ -201,7 +201,7 @@ static inline void sluice__decision_lag(sluice_decision *d, int64_t lag_ms) {
     if (d->delay_ms) d->delay_ms += lag_ms;
 }
 
-/* The kinds built into libsluice: "store/memory.c", "store/shm/shm.c". */
+/* The kinds built into libsluice: "store/memory/memory.c", "store/shm/shm.c". */
 extern const sluice__store_ops sluice__memory_store;
 extern const sluice__store_ops sluice__shm_store;
 

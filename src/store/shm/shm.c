@@ -484,7 +484,7 @@ static int shm_operate_at(sluice_store *s, const sluice_policy *p, const void *k
 }
 
 /* A batch, decided in order as one acquire_at each, BATCH requests at a
- * time, as the memory store does (memory.c): their keys located first and
+ * time, as the memory store does (memory/memory.c): their keys located first and
  * their buckets' heads, then the slots the tags point to, fetched into the
  * cache ahead. Keys longer than 16 bytes are decided one at a time. */
 #define BATCH 16
