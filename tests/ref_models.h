@@ -21,7 +21,9 @@
  *
  * The searches run in __int128 and reach waits far beyond 2^62 ms in about
  * 130 predicate evaluations. All arithmetic on times, costs and scaled units
- * is __int128, so no product can overflow.
+ * is __int128, so no product can overflow (a retune carry's backlog times
+ * the new token size could: it is compared against the new capacity first,
+ * see ref_part_convert).
  *
  * Histories: token/leaky bucket keep every admitted (t_i, n_i) since their
  * base, a TAT set by the last refund or retune carry (none until then: then
@@ -581,7 +583,11 @@ REF_FN void ref_part_convert(ref_part *dst, const ref_part *old, int64_t t) {
         if (ref_part_empty_(old)) return;
         ref_i128 b = ref_tat_scan_(old) - (ref_i128)t * old->r;
         if (b <= 0) return; /* full: fresh */
-        ref_i128 nb = ref_ceil_div_(b * dst->p, old->p);
+        /* b can pass 2^100 (a reading far before the TAT), and b*p' 2^127:
+         * when b > tau'*p/p', b*p'/p > tau' and the backlog is tau';
+         * else b*p' <= tau'*p < 2^94 */
+        ref_i128 nb = dst->tau;
+        if (b <= ref_floor_div_(dst->tau * old->p, dst->p)) nb = ref_ceil_div_(b * dst->p, old->p);
         if (nb > dst->tau) nb = dst->tau;
         dst->based = true;
         dst->base = dst->amax = (ref_i128)t * dst->r + nb;

@@ -489,7 +489,9 @@ static void *verb_race(void *arg) {
  * until the threads really met. */
 static void check_verbs_race(const char *spec, int64_t reading) {
     int raced = 0;
-    int attempts = (int)(20000 * test_scale_sanitized(0.25));
+    /* long enough rounds (tens of ms) that the threads overlap even on a
+     * busy machine or a single CPU */
+    int attempts = (int)(200000 * test_scale_sanitized(0.1));
     for (int round = 0; round < 10 && !raced; round++) {
         sluice_clock *c = sluice_clock_manual_new(1000);
         sluice_limiter *l = make(spec, c);
