@@ -12,11 +12,11 @@
  * a pilot doubles N until a run takes 5 ms and sizes a run to ~60 ms, one
  * run warms up (and sizes the runs instead when it was faster than the
  * pilot, which the shared host may have stopped for a few ms), 9 runs are
- * timed. "ns/op" is their median, "min" the
- * fastest, "spread" (slowest - fastest) / median. One thread, not pinned (as
- * the peers' harnesses are not); the process starts and joins a thread
- * first, as bench/ does, since glibc skips some atomics in a process that
- * never had a second one, which no process sharing a limiter is.
+ * timed. "ns/op" is their median, "min" the fastest, "spread" (slowest -
+ * fastest) / median. One thread, not pinned (as the peers' harnesses are
+ * not); the process starts and joins a thread first, as bench/ does, since
+ * glibc skips some atomics in a process that never had a second one, which
+ * no process sharing a limiter is.
  *
  * Policy: one token bucket of capacity 10^9 refilling 10^9 per s, cost 1,
  * so every decision is on the allow path; each run counts the decisions
