@@ -7,7 +7,7 @@
  *   store/store.h   the store interface, URL options, the policy registry
  *   lock.h          the small lock, a thread's stripe of counters
  *   hash.h          keyed hashes of keys
- *   clock.h         readings and waits
+ *   clock.h         readings and waits, the TSC clock
  *   shared.h        what libsluice-redis takes from libsluice
  *   testing.h       the tests' hooks
  *
