@@ -20,14 +20,17 @@
  * varies); "met each other" says how often they did on the limiter.
  *
  * Sections:
- *  clocks   one read of each clock source, and which one sluice's default
- *           monotonic clock reads here (it takes CLOCK_MONOTONIC_COARSE only
- *           when clock_getres says 1 ms or finer, as src/clock.c does).
+ *  clocks   one read of each clock source; sluice's TSC clock (rdtsc, the
+ *           anchor's multiply-shift, the high-water mark: src/tsc.c) where
+ *           the CPU's TSC is invariant; and sluice's default monotonic clock,
+ *           naming the source it reads here (sluice_clock_source()), and as
+ *           it reads with SLUICE_CLOCK=monotonic (the fallback).
  *  floors   cas64: load a 64-bit word in its own 64-byte line, add, CAS it
  *           back (successful each time): what the token bucket's lock-free
- *           word path does besides arithmetic. clock + cas64: the same with
- *           one read of the default clock whose value feeds the CAS. A
- *           "via a call" line shows what an out-of-line call adds.
+ *           word path does besides arithmetic. rdtsc + cas64: the same with
+ *           a raw rdtsc whose value feeds the CAS; clock + cas64: with one
+ *           read of the default clock instead. A "via a call" line shows
+ *           what an out-of-line call adds.
  *  locks    a take + give (around a counter increment) of sluice's lock, of
  *           a pthread mutex, and a 128-bit CAS (lock cmpxchg16b, x86-64
  *           only) on a 16-byte pair, alone and with two threads on one
@@ -61,11 +64,11 @@
  *           readings: sluice_peek_at of cost 1, and acquire_at followed by
  *           the sluice_refund_at that undoes it (a refund of a full bucket
  *           is a compare and a return: this one has work to do).
- *  goals    the ratios the issue sets, with PASS/MISS (informational): the
- *           token bucket's acquire allow path <= 1.3x clock + cas64, its
- *           acquire_at <= 1.3x cas64, and deny no slower than allow; a peek
- *           within 1.2x of acquire_at, and a refund (its pair less the
- *           acquire_at) within 1.2x too.
+ *  goals    the ratios the issues set, with PASS/MISS (informational): the
+ *           token bucket's acquire allow path <= 1.3x clock + cas64 and
+ *           <= 1.3x rdtsc + cas64, its acquire_at <= 1.3x cas64, and deny no
+ *           slower than allow; a peek within 1.2x of acquire_at, and a refund
+ *           (its pair less the acquire_at) within 1.2x too.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -162,6 +165,16 @@ static void work_rdtsc(void *ctx, int tid, uint64_t n) {
 }
 #endif
 
+#ifdef SLUICE__HAVE_TSC
+static void work_tsc_clock(void *ctx, int tid, uint64_t n) {
+    (void)ctx, (void)tid;
+    uint64_t acc = 0;
+    for (uint64_t i = 0; i < n; i++)
+        acc += (uint64_t)sluice__tsc_ms(&sluice__tsc_process, __rdtsc(), &sluice__tsc_real);
+    sink += acc;
+}
+#endif
+
 static void work_sluice_clock(void *ctx, int tid, uint64_t n) {
     (void)ctx, (void)tid;
     const sluice_clock *c = sluice_clock_monotonic();
@@ -209,21 +222,39 @@ static void bench_clocks(void) {
 #else
     printf("%-44s (not x86: skipped)\n", "rdtsc");
 #endif
-    /* the source sluice's default clock reads, chosen as src/clock.c does */
-    const char *which = "CLOCK_MONOTONIC";
-    char why[96] = "CLOCK_MONOTONIC_COARSE unavailable";
-#ifdef CLOCK_MONOTONIC_COARSE
-    struct timespec res;
-    if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0) {
-        int coarse = res.tv_sec == 0 && res.tv_nsec <= 1000000;
-        if (coarse) which = "CLOCK_MONOTONIC_COARSE";
-        snprintf(why, sizeof why, "COARSE resolution %.3f ms %s 1 ms",
-                 (double)res.tv_sec * 1e3 + res.tv_nsec / 1e6, coarse ? "<=" : ">");
+#ifdef SLUICE__HAVE_TSC
+    if (sluice__tsc_invariant()) {
+        /* past its calibration (20 ms) first */
+        for (int64_t end = now_ns() + 1000000000;
+             atomic_load(&sluice__tsc_process.phase) != SLUICE__TSC_ANCHORED && now_ns() < end;)
+            sluice__tsc_ms(&sluice__tsc_process, __rdtsc(), &sluice__tsc_real);
+        row("sluice TSC clock: rdtsc, anchor, high mark", "read", measure(work_tsc_clock, NULL, 1),
+            "src/tsc.c, inline");
+    } else {
+        printf("%-44s (no invariant TSC: skipped)\n", "sluice TSC clock");
     }
 #endif
-    snprintf(extra, sizeof extra, "reads %s (%s)", which, why);
+    /* the source sluice's default clock reads (src/clock.c chooses) */
+    const char *which = sluice_clock_source();
+    char why[96] = "";
+#ifdef CLOCK_MONOTONIC_COARSE
+    struct timespec res;
+    if (strcmp(which, "tsc") && clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0)
+        snprintf(why, sizeof why, " (COARSE resolution %.3f ms %s 1 ms)", (double)res.tv_sec * 1e3 + res.tv_nsec / 1e6,
+                 res.tv_sec == 0 && res.tv_nsec <= 1000000 ? "<=" : ">");
+#endif
+    snprintf(extra, sizeof extra, "reads %s%s", which, why);
     row("sluice_clock_now_ms(sluice_clock_monotonic())", "read",
         measure(work_sluice_clock, NULL, 1), extra);
+    /* and as it reads with SLUICE_CLOCK=monotonic */
+    if (!strcmp(which, "tsc")) {
+        setenv("SLUICE_CLOCK", "monotonic", 1);
+        sluice__clock_force_source(NULL);
+        snprintf(extra, sizeof extra, "reads %s", sluice_clock_source());
+        row("  the same with SLUICE_CLOCK=monotonic", "read", measure(work_sluice_clock, NULL, 1), extra);
+        unsetenv("SLUICE_CLOCK");
+        sluice__clock_force_source(NULL);
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -266,6 +297,21 @@ static void work_cas64_call(void *ctx, int tid, uint64_t n) {
     sink += acc;
 }
 
+#ifdef HAVE_RDTSC
+/* One raw rdtsc, its value added by the CAS. */
+static void work_rdtsc_cas64(void *ctx, int tid, uint64_t n) {
+    (void)tid;
+    cas_ctx *c = ctx;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t t = __rdtsc();
+        uint64_t w = atomic_load_explicit(&c->word, memory_order_acquire);
+        while (!atomic_compare_exchange_strong_explicit(&c->word, &w, w + t, memory_order_acq_rel,
+                                                        memory_order_acquire)) {
+        }
+    }
+}
+#endif
+
 /* One read of the default clock, its value added by the CAS. */
 static void work_clock_cas64(void *ctx, int tid, uint64_t n) {
     (void)tid;
@@ -280,7 +326,7 @@ static void work_clock_cas64(void *ctx, int tid, uint64_t n) {
     }
 }
 
-static result floor_cas, floor_clock_cas;
+static result floor_cas, floor_clock_cas, floor_rdtsc_cas;
 
 static void bench_floors(void) {
     printf("\n== floors: 1 thread (ns/op)\n");
@@ -292,6 +338,10 @@ static void bench_floors(void) {
     row("cas64: load, add, CAS (a loop)", "op", floor_cas, "floor of acquire_at");
     row("cas64 via an out-of-line call", "op", measure(work_cas64_call, c, 1),
         "what a call adds to it");
+#ifdef HAVE_RDTSC
+    floor_rdtsc_cas = measure(work_rdtsc_cas64, c, 1);
+    row("rdtsc + cas64: raw rdtsc, CAS", "op", floor_rdtsc_cas, "floor of acquire on a TSC clock");
+#endif
     floor_clock_cas = measure(work_clock_cas64, c, 1);
     row("clock + cas64: default clock read, CAS", "op", floor_clock_cas, "floor of acquire");
     free(c);
@@ -615,6 +665,9 @@ static void print_goals(void) {
     printf("\n== goals (ratios of medians from this run; informational)\n");
     goal("token-bucket acquire allow 1 thread / (clock + cas64)", lim_1t[ALGO_TB][0][1],
          floor_clock_cas, 1.3);
+#ifdef HAVE_RDTSC
+    goal("token-bucket acquire allow 1 thread / (rdtsc + cas64)", lim_1t[ALGO_TB][0][1], floor_rdtsc_cas, 1.3);
+#endif
     goal("token-bucket acquire_at allow 1 thread / cas64", lim_1t[ALGO_TB][1][1], floor_cas, 1.3);
     for (int algo = 0; algo < N_ALGOS; algo++)
         for (int at = 0; at <= 1; at++)

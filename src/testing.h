@@ -7,6 +7,15 @@
 
 #include <stddef.h>
 
+/* ---- "clock.c" ---- */
+/* Test hook: makes the monotonic clock read the named source from now on
+ * ("tsc", "CLOCK_MONOTONIC_COARSE", "CLOCK_MONOTONIC", as
+ * sluice_clock_source() names them), or choose again at its next reading
+ * (NULL: the environment is read again). "tsc" needs only an invariant TSC
+ * (the kernel may keep time with another clocksource). SLUICE_EINVAL for
+ * an unknown name or a source this machine lacks; then nothing changes. */
+int sluice__clock_force_source(const char *name);
+
 /* ---- "limiter.c" ---- */
 /* How often callers of l met each other: CAS retries plus lock waits. Tests
  * use it to show that a concurrency test really raced. */

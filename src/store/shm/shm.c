@@ -60,10 +60,12 @@
  * limit only through values that look like valid states).
  *
  * The table's shape (adding keys, making room, under locks) is room.c's;
- * Time is the store's clock (by default CLOCK_MONOTONIC, one clock for
- * every process of the host); the store's time is the highest reading any
- * process admitted at (never backwards), and the boot id detects a reboot,
- * after which the file starts fresh (open.c). */
+ * Time is the store's clock (by default CLOCK_MONOTONIC's ms, one clock for
+ * every process of the host: a process reading it from the TSC may be one
+ * ms apart from another only within 75 us of a ms boundary); the store's
+ * time is the highest reading any process admitted at (never backwards),
+ * and the boot id detects a reboot, after which the file starts fresh
+ * (open.c). */
 #define _GNU_SOURCE
 #include "protocol.h"
 
