@@ -1,15 +1,24 @@
-/* store/shm/cas16.h: the 16-byte compare-and-swap of the shm store, and the
- * reads and writes of a pair of words built on it. It must be one
+/* pair.h: two 64-bit words changed together by a 16-byte compare-and-swap,
+ * and the reads and writes of a pair built on it: the shm store's words
+ * (shared between processes) and the memory store's slots. It must be one
  * instruction (x86-64 cmpxchg16b, aarch64 casp or ldxp/stxp), never a
  * process-local lock, which would not work across processes: elsewhere the
- * shm store refuses to open (shm_cas16_lock_free). */
-#ifndef SLUICE_SHM_CAS16_H
-#define SLUICE_SHM_CAS16_H
+ * shm store refuses to open and the memory store keeps no state in a slot
+ * (sluice__cas16_lock_free). */
+#ifndef SLUICE_PAIR_H
+#define SLUICE_PAIR_H
 
-#include "format.h"
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* Two 64-bit words changed together by a 16-byte compare-and-swap. */
+typedef struct {
+    _Alignas(16) _Atomic uint64_t lo;
+    _Atomic uint64_t hi;
+} sluice__pair;
 
 /* When *p is {lo, hi}, makes it {new_lo, new_hi} and returns 1. */
-static inline int shm_cas16(shm_pair *p, uint64_t lo, uint64_t hi, uint64_t new_lo, uint64_t new_hi) {
+static inline int sluice__cas16(sluice__pair *p, uint64_t lo, uint64_t hi, uint64_t new_lo, uint64_t new_hi) {
 #if defined(__x86_64__)
     uint8_t ok;
     __asm__ __volatile__("lock cmpxchg16b %1\n\tsetz %0"
@@ -23,12 +32,12 @@ static inline int shm_cas16(shm_pair *p, uint64_t lo, uint64_t hi, uint64_t new_
                                        __ATOMIC_SEQ_CST);
 #else
     (void)p, (void)lo, (void)hi, (void)new_lo, (void)new_hi;
-    return 0; /* never called: shm_cas16_lock_free() is 0 (see it) */
+    return 0; /* never called: sluice__cas16_lock_free() is 0 (see it) */
 #endif
 }
 
-/* Whether shm_cas16 is one instruction (across processes, a lock would not do). */
-static inline int shm_cas16_lock_free(void) {
+/* Whether sluice__cas16 is one instruction (across processes, a lock would not do). */
+static inline int sluice__cas16_lock_free(void) {
 #if defined(__x86_64__)
     unsigned a = 1, b, c = 0, d;
     __asm__ __volatile__("cpuid" : "+a"(a), "=b"(b), "+c"(c), "=d"(d));
@@ -36,14 +45,14 @@ static inline int shm_cas16_lock_free(void) {
 #elif defined(__aarch64__)
     return 1;
 #else
-    return 0; /* a 16-byte CAS here may be a process-local lock (libatomic): port shm_cas16 first */
+    return 0; /* a 16-byte CAS here may be a process-local lock (libatomic): port sluice__cas16 first */
 #endif
 }
 
 /* A consistent reading of a pair whose hi changes with every store to it
  * (hi read before and after lo: equal, so lo is of the same store). It
- * repeats only while another process writes the pair. */
-static inline void shm_pair_read(shm_pair *p, uint64_t *lo, uint64_t *hi) {
+ * repeats only while another writes the pair. */
+static inline void sluice__pair_read(sluice__pair *p, uint64_t *lo, uint64_t *hi) {
     for (;;) {
         uint64_t h = atomic_load_explicit(&p->hi, memory_order_acquire);
         *lo = atomic_load_explicit(&p->lo, memory_order_acquire);
@@ -56,10 +65,10 @@ static inline void shm_pair_read(shm_pair *p, uint64_t *lo, uint64_t *hi) {
 
 /* Stores {lo, hi} whole where nobody else writes p now (a late CAS of an
  * older value may still come: it fails, meeting another value). */
-static inline void shm_pair_set(shm_pair *p, uint64_t lo, uint64_t hi) {
+static inline void sluice__pair_set(sluice__pair *p, uint64_t lo, uint64_t hi) {
     uint64_t old_lo, old_hi;
-    do shm_pair_read(p, &old_lo, &old_hi);
-    while (!shm_cas16(p, old_lo, old_hi, lo, hi));
+    do sluice__pair_read(p, &old_lo, &old_hi);
+    while (!sluice__cas16(p, old_lo, old_hi, lo, hi));
 }
 
-#endif /* SLUICE_SHM_CAS16_H */
+#endif /* SLUICE_PAIR_H */
