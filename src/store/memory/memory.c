@@ -1,7 +1,7 @@
 /* store/memory/memory.c: the in-process store, the embedded default.
  *
  * Per-key state in a table split into shards, each a table of 32-byte
- * slots, open addressing with linear probing (about 1.9 slots per key of
+ * slots, open addressing with linear probing (about 1.75 slots per key of
  * capacity, so probes stay short), that lookups read without a lock:
  *
  *   FAST    a key of up to 16 bytes of a policy of one part whose state
@@ -24,8 +24,8 @@
  *           checks the entry under that lock, so an entry freed or reused
  *           meanwhile is never taken for the key.
  *
- * So a FAST key costs 32 * 1.875 = 60 bytes of capacity, allocated up
- * front (pages touched only as keys arrive); a key in an entry 60 + 48.
+ * So a FAST key costs 32 * 1.75 = 56 bytes of capacity, allocated up
+ * front (pages touched only as keys arrive); a key in an entry 56 + 48.
  *
  * The shard's lock guards the table's shape: adding, forgetting, evicting,
  * converting keys (table.c), which also take the entry's lock (always
@@ -453,7 +453,7 @@ static int mem_open(const sluice__store_config *cfg, sluice_store **out, char *e
         sh->cap = (uint32_t)(max_keys / (int64_t)n + ((int64_t)i < max_keys % (int64_t)n));
         atomic_init(&sh->next_fresh_ms, INT64_MIN);
         sh->now_ms = SLUICE_TIME_MIN_MS;
-        sh->n_slots = sh->cap + sh->cap / 8 * 7 + 2; /* at least one slot always empty: probes end */
+        sh->n_slots = sh->cap + sh->cap / 4 * 3 + 2; /* at least one slot always empty: probes end */
         /* zeroed by the system as pages are first touched: calloc, aligned
          * here to a line (two slots a line) */
         sh->slots_mem = calloc((size_t)sh->n_slots * sizeof(slot) + 64, 1);

@@ -78,7 +78,7 @@ typedef struct shard {
      * whatever makes a key fresh sooner, a new key, a refund, a retune */
     _Atomic int64_t next_fresh_ms;
     uint32_t cap, count;   /* keys it may hold, holds                         */
-    uint32_t n_slots;      /* about 1.9 per key of cap: probes stay short     */
+    uint32_t n_slots;      /* about 1.75 per key of cap: probes stay short    */
     uint32_t sweep_hand, evict_hand;
     slot *slots;           /* read without the lock by lookups                */
     void *slots_mem;       /* what slots was cut from (line-aligned)          */
