@@ -11,6 +11,16 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+/* ThreadSanitizer does not see inside the asm below: under it, each
+ * compare-and-swap also tells it of a release and an acquire at both words,
+ * which the atomic loads of readers (at those addresses) then pair with. */
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define SLUICE__PAIR_TSAN(op, p) (op((void *)&(p)->lo), op((void *)&(p)->hi))
+#else
+#define SLUICE__PAIR_TSAN(op, p) ((void)0)
+#endif
+
 /* Two 64-bit words changed together by a 16-byte compare-and-swap. */
 typedef struct {
     _Alignas(16) _Atomic uint64_t lo;
@@ -21,10 +31,12 @@ typedef struct {
 static inline int sluice__cas16(sluice__pair *p, uint64_t lo, uint64_t hi, uint64_t new_lo, uint64_t new_hi) {
 #if defined(__x86_64__)
     uint8_t ok;
+    SLUICE__PAIR_TSAN(__tsan_release, p);
     __asm__ __volatile__("lock cmpxchg16b %1\n\tsetz %0"
                          : "=q"(ok), "+m"(*(volatile unsigned __int128 *)p), "+a"(lo), "+d"(hi)
                          : "b"(new_lo), "c"(new_hi)
                          : "memory", "cc");
+    SLUICE__PAIR_TSAN(__tsan_acquire, p);
     return ok;
 #elif defined(__aarch64__) /* casp, or an ldxp/stxp loop: no lock either way */
     unsigned __int128 e = (unsigned __int128)hi << 64 | lo, n = (unsigned __int128)new_hi << 64 | new_lo;

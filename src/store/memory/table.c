@@ -449,10 +449,11 @@ int sluice__mem_convert(memory_store *m, shard *sh, uint32_t i, const registered
         if (!parts) r->policy.algo[0]->init(&r->policy.params[0], &fresh);
         if ((rc = sluice__policy_convert(&from->policy, old, &r->policy, parts ? parts : &fresh, now_ms)) == 0) {
             sluice__state *old_parts = e && !from->inline_state ? e->st.parts : NULL;
+            int64_t reset = sluice__policy_reset_ms(&r->policy, parts ? parts : &fresh, now_ms); /* put_states may free parts */
             rc = put_states(m, sh, i, lo, hi, r, pid, e, parts, parts ? parts : &fresh);
             if (rc == 1) {
                 sluice__mem_free_parts(from, old_parts);
-                fresh_by(sh, now_ms + sluice__policy_reset_ms(&r->policy, parts ? parts : &fresh, now_ms));
+                fresh_by(sh, now_ms + reset);
                 return 0;
             }
         }
