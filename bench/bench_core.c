@@ -30,7 +30,11 @@
  *           word path does besides arithmetic. rdtsc + cas64: the same with
  *           a raw rdtsc whose value feeds the CAS; clock + cas64: with one
  *           read of the default clock instead. A "via a call" line shows
- *           what an out-of-line call adds.
+ *           what an out-of-line call adds. gcra + cas64: a whole token
+ *           bucket decision on one word without the library's calls (the
+ *           bucket's word step of algo/algo.h, the CAS, the decision's
+ *           fields filled), at a reading: the floor of acquire_at; clock +
+ *           gcra + cas64, one read of the default clock each: of acquire.
  *  locks    a take + give (around a counter increment) of sluice's lock, of
  *           a pthread mutex, and a 128-bit CAS (lock cmpxchg16b, x86-64
  *           only) on a 16-byte pair, alone and with two threads on one
@@ -326,7 +330,53 @@ static void work_clock_cas64(void *ctx, int tid, uint64_t n) {
     }
 }
 
-static result floor_cas, floor_clock_cas, floor_rdtsc_cas;
+/* A token bucket's word (TAT, relative to epoch_ms) decided inline. */
+typedef struct {
+    _Alignas(64) _Atomic int64_t word;
+    sluice__params params;
+    int64_t epoch_ms;
+} gcra_ctx;
+
+static inline __attribute__((always_inline)) int gcra_decide(gcra_ctx *g, int64_t ts, sluice_decision *d) {
+    const sluice__params *p = &g->params;
+    int64_t w = atomic_load_explicit(&g->word, memory_order_acquire), b, nb, nw;
+    for (;;) {
+        int step = sluice__gcra_word_step(p, w, ts, 1, &b, &nb, &nw);
+        if (step <= 0) {
+            if (step == 0) sluice__gcra_denied(p, b, 1, d);
+            return 0;
+        }
+        if (atomic_compare_exchange_weak_explicit(&g->word, &w, nw, memory_order_acq_rel, memory_order_acquire))
+            break;
+    }
+    sluice__gcra_allowed(p, b, nb, 0, d);
+    return 1;
+}
+
+/* At one reading a run, as the limiter rows of acquire_at. */
+static void work_gcra_cas64(void *ctx, int tid, uint64_t n) {
+    (void)tid;
+    gcra_ctx *g = ctx;
+    sluice_decision d = {0};
+    int64_t ts = (sluice_clock_now_ms(sluice_clock_monotonic()) - g->epoch_ms) * g->params.r;
+    uint64_t allowed = 0;
+    for (uint64_t i = 0; i < n; i++) allowed += (uint64_t)gcra_decide(g, ts, &d);
+    sink += allowed + (uint64_t)d.remaining;
+}
+
+/* Reading the default clock for each decision, as sluice_acquire. */
+static void work_clock_gcra_cas64(void *ctx, int tid, uint64_t n) {
+    (void)tid;
+    gcra_ctx *g = ctx;
+    const sluice_clock *clk = sluice_clock_monotonic();
+    sluice_decision d = {0};
+    uint64_t allowed = 0;
+    for (uint64_t i = 0; i < n; i++)
+        allowed += (uint64_t)gcra_decide(g, (sluice_clock_now_ms(clk) - g->epoch_ms) * g->params.r, &d);
+    sink += allowed + (uint64_t)d.remaining;
+}
+
+static result floor_cas, floor_clock_cas, floor_rdtsc_cas, floor_gcra, floor_clock_gcra;
 
 static void bench_floors(void) {
     printf("\n== floors: 1 thread (ns/op)\n");
@@ -343,8 +393,24 @@ static void bench_floors(void) {
     row("rdtsc + cas64: raw rdtsc, CAS", "op", floor_rdtsc_cas, "floor of acquire on a TSC clock");
 #endif
     floor_clock_cas = measure(work_clock_cas64, c, 1);
-    row("clock + cas64: default clock read, CAS", "op", floor_clock_cas, "floor of acquire");
+    row("clock + cas64: default clock read, CAS", "op", floor_clock_cas, "");
     free(c);
+
+    /* the token bucket of the limiter rows' allow case: every decision admitted */
+    gcra_ctx *g = aligned_alloc(64, sizeof(gcra_ctx));
+    char err[128];
+    sluice_config tb = sluice_token_bucket(SLUICE_LIMIT_MAX, SLUICE_LIMIT_MAX, 1000);
+    if (!g || sluice__params_init(&tb, &g->params, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_core: the floor's bucket: %s\n", g ? err : "out of memory");
+        exit(1);
+    }
+    atomic_init(&g->word, INT64_MIN);
+    g->epoch_ms = sluice_clock_now_ms(sluice_clock_monotonic());
+    floor_gcra = measure(work_gcra_cas64, g, 1);
+    row("gcra + cas64: a bucket's decision on one word", "op", floor_gcra, "floor of acquire_at");
+    floor_clock_gcra = measure(work_clock_gcra_cas64, g, 1);
+    row("clock + gcra + cas64: the same, reading the clock", "op", floor_clock_gcra, "floor of acquire");
+    free(g);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -663,12 +729,12 @@ static void goal(const char *what, result a, result b, double bound) {
 static void print_goals(void) {
     char what[96];
     printf("\n== goals (ratios of medians from this run; informational)\n");
-    goal("token-bucket acquire allow 1 thread / (clock + cas64)", lim_1t[ALGO_TB][0][1],
-         floor_clock_cas, 1.3);
+    goal("token-bucket acquire allow 1 thread / (clock + gcra + cas64)", lim_1t[ALGO_TB][0][1],
+         floor_clock_gcra, 1.3);
 #ifdef HAVE_RDTSC
     goal("token-bucket acquire allow 1 thread / (rdtsc + cas64)", lim_1t[ALGO_TB][0][1], floor_rdtsc_cas, 1.3);
 #endif
-    goal("token-bucket acquire_at allow 1 thread / cas64", lim_1t[ALGO_TB][1][1], floor_cas, 1.3);
+    goal("token-bucket acquire_at allow 1 thread / (gcra + cas64)", lim_1t[ALGO_TB][1][1], floor_gcra, 1.3);
     for (int algo = 0; algo < N_ALGOS; algo++)
         for (int at = 0; at <= 1; at++)
             for (int nt = 1; nt <= 2; nt++) {
