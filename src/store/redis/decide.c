@@ -4,6 +4,7 @@
  * reply read into a decision, and the store's acquire and batch. */
 #define _GNU_SOURCE
 #include "redis_internal.h"
+#include "local.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,6 +139,19 @@ static int failed(redis_store *r, const char *why, sluice_decision *d) {
     return 0;
 }
 
+/* The same for a request: on_error=local decides it by the local limit
+ * (local.c); any other on_error as above. */
+static int failed_request(redis_store *r, const char *why, const sluice_policy *p, const void *key, size_t key_len,
+                          int64_t cost, int64_t now_ms, sluice_decision *d) {
+    if (r->local) return sluice__redis_local_decide(r, why, p, key, key_len, cost, now_ms, d);
+    return failed(r, why, d);
+}
+
+static int failed_in_batch(redis_store *r, const char *why, const sluice_request *q, int64_t now_ms,
+                           sluice_decision *d) {
+    return failed_request(r, why, q->policy, q->key, q->key_len, q->cost, now_ms, d);
+}
+
 /* Store time, policy and arguments of one request: 0 or an error. */
 static int prepare(redis_store *r, const sluice_policy *p, const void *key, size_t key_len,
                    int64_t cost, int64_t now_ms, call *k) {
@@ -157,8 +171,10 @@ static int prepare(redis_store *r, const sluice_policy *p, const void *key, size
     return 0;
 }
 
+/* A decision the server made. */
 static void count(redis_store *r, const sluice_decision *d) {
     atomic_fetch_add_explicit(d->allowed ? &r->allowed : &r->denied, 1, memory_order_relaxed);
+    sluice__redis_local_answered(r); /* on_error=local: the server is back, local states go */
 }
 
 int sluice__redis_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
@@ -170,10 +186,10 @@ int sluice__redis_acquire_at(sluice_store *s, const sluice_policy *p, const void
     int rc = prepare(r, p, key, key_len, cost, now_ms, &k);
     if (rc) return rc;
     redisReply *reply = sluice__redis_send(r, &k, deadline_ms, why, sizeof why);
-    if (!reply) return failed(r, why, d);
+    if (!reply) return failed_request(r, why, p, key, key_len, cost, now_ms, d);
     rc = read_decision(r, &k, reply, d, why, sizeof why);
     freeReplyObject(reply);
-    if (rc) return failed(r, why, d);
+    if (rc) return failed_request(r, why, p, key, key_len, cost, now_ms, d);
     count(r, d);
     return 0;
 }
@@ -225,7 +241,7 @@ void sluice__redis_acquire_many(sluice_store *s, const sluice_request *reqs, siz
                 /* sent, maybe run: failed, never sent twice */
                 if (!broken) sluice__redis_lost_reply(r, nd, c, why, sizeof why);
                 broken = 1;
-                results[i] = failed(r, why, &out[i]);
+                results[i] = failed_in_batch(r, why, &reqs[i], now_ms, &out[i]);
                 pending[i] = 0;
                 continue;
             }
@@ -234,7 +250,7 @@ void sluice__redis_acquire_many(sluice_store *s, const sluice_request *reqs, siz
                 count(r, &out[i]);
                 pending[i] = 0;
             } else if (!sluice__redis_not_run(reply)) { /* an error the script may have met mid-way */
-                results[i] = failed(r, why, &out[i]);
+                results[i] = failed_in_batch(r, why, &reqs[i], now_ms, &out[i]);
                 pending[i] = 0;
             }
             freeReplyObject(reply);
@@ -246,12 +262,12 @@ void sluice__redis_acquire_many(sluice_store *s, const sluice_request *reqs, siz
         if (!pending[i]) continue;
         redisReply *reply = sluice__redis_send(r, &calls[i], deadline_ms, why, sizeof why);
         if (!reply) {
-            results[i] = failed(r, why, &out[i]);
+            results[i] = failed_in_batch(r, why, &reqs[i], now_ms, &out[i]);
             continue;
         }
         int rc = read_decision(r, &calls[i], reply, &out[i], why, sizeof why);
         freeReplyObject(reply);
-        if (rc) results[i] = failed(r, why, &out[i]);
+        if (rc) results[i] = failed_in_batch(r, why, &reqs[i], now_ms, &out[i]);
         else count(r, &out[i]);
     }
     free(dest);
