@@ -17,7 +17,10 @@
  *  - the server restarted: decisions go back to it within a second by
  *    themselves, local = false, and the local states are dropped (the next
  *    outage starts fresh);
- *  - refused writes (maxmemory reached) decided locally, then back.
+ *  - refused writes (maxmemory reached) decided locally, then back;
+ *  - threads: racing one key locally admit exactly its share; deciding
+ *    while the server comes back (the local states dropped under them),
+ *    every decision made and counted once.
  * Run one test by name: ./test_redis_local NAME. SLUICE_TEST_SCALE scales
  * the trace lengths. */
 #define _GNU_SOURCE
@@ -29,6 +32,9 @@
 #pragma GCC diagnostic ignored "-Wunused-function"
 #include "redis_server.h"
 #pragma GCC diagnostic pop
+
+#include <pthread.h>
+#include <stdatomic.h>
 
 #define T_EDGE (INT64_C(1) << 50) /* readings a client-clock Redis store takes */
 
@@ -465,6 +471,86 @@ TEST(refused_writes_are_decided_locally) {
     rs_group_close(&g);
 }
 
+/* ---- threads ---- */
+
+#define N_THREADS 4
+
+typedef struct {
+    sluice_store *s;
+    const sluice_policy *p;
+    int id, n, spin;
+    _Atomic int *stop;
+    long admitted, local, server, errors;
+} racer;
+
+static void *race(void *arg) {
+    racer *r = arg;
+    sluice_decision d;
+    char key[16];
+    for (int i = 0; r->spin ? !atomic_load(r->stop) : i < r->n; i++) {
+        const char *k = "hot";
+        if (r->spin) snprintf(key, sizeof key, "t%d-%d", r->id, i % 50), k = key;
+        if (sluice_store_acquire_at(r->s, r->p, k, strlen(k), 1, 100, &d) != 0) {
+            r->errors++;
+            continue;
+        }
+        r->admitted += d.allowed;
+        r->local += d.local;
+        r->server += !d.local;
+    }
+    return NULL;
+}
+
+TEST(threads_decide_locally_while_the_server_comes_back) {
+    rs_group g;
+    int a = -1;
+    if (rs_group_open(&g) == 0) a = rs_group_add(&g, 0);
+    REQUIRE(a >= 0);
+    char url[256];
+    sluice_store *s = open_store(url_of(url, sizeof url, g.s[a].port, "on_error=local&local_share=1/2&clock=client"), NULL);
+    sluice_policy *p = policy("race", "fixed-window limit=200 window=1h");
+    REQUIRE(s && p);
+    sluice_decision d;
+    CHECK_EQ(sluice_store_acquire_at(s, p, "warm", 4, 1, 100, &d), 0);
+    rs_signal(&g, a, SIGKILL);
+    _Atomic int stop = 0;
+    racer r[N_THREADS];
+    pthread_t t[N_THREADS];
+    /* one key, raced: exactly its share, 100, admitted */
+    for (int i = 0; i < N_THREADS; i++) {
+        r[i] = (racer){s, p, i, 100, 0, &stop, 0, 0, 0, 0};
+        pthread_create(&t[i], NULL, race, &r[i]);
+    }
+    long admitted = 0, local = 0, server = 0, errors = 0;
+    for (int i = 0; i < N_THREADS; i++) {
+        pthread_join(t[i], NULL);
+        admitted += r[i].admitted, local += r[i].local, errors += r[i].errors;
+    }
+    CHECK_EQ(errors, 0);
+    CHECK_EQ(admitted, 100);
+    CHECK_EQ(local, N_THREADS * 100);
+    /* deciding while the server comes back: every decision made once */
+    for (int i = 0; i < N_THREADS; i++) {
+        r[i] = (racer){s, p, i, 0, 1, &stop, 0, 0, 0, 0};
+        pthread_create(&t[i], NULL, race, &r[i]);
+    }
+    rs_sleep_ms(100);
+    CHECK(rs_restart(&g, a) == 0);
+    rs_sleep_ms(400);
+    atomic_store(&stop, 1);
+    for (int i = 0; i < N_THREADS; i++) {
+        pthread_join(t[i], NULL);
+        local += r[i].local, server += r[i].server, errors += r[i].errors;
+    }
+    CHECK_EQ(errors, 0); /* on_error=local always decides */
+    CHECK(server > 0);
+    CHECK(local > N_THREADS * 100);
+    CHECK_EQ(stats(s).local, local);
+    sluice_store_close(s);
+    sluice_policy_free(p);
+    rs_group_close(&g);
+}
+
 TEST_MAIN(local_share_and_bad_values, server_down_decides_by_the_scaled_local_limit,
           share_learned_from_instances_then_applied, restarted_server_decides_again_and_local_states_are_dropped,
-          refused_writes_are_decided_locally)
+          refused_writes_are_decided_locally, threads_decide_locally_while_the_server_comes_back)
