@@ -9,7 +9,8 @@
 #   make clean
 
 # Debian packages the build and the tests need (one list; add to it here).
-DEPS := cmake gcc make pkg-config binutils redis-server redis-tools libhiredis-dev python3 bsdutils
+DEPS := cmake gcc make pkg-config binutils redis-server redis-tools libhiredis-dev python3 bsdutils \
+        libuv1-dev libevent-dev curl wrk
 
 PREFIX     ?= /usr/local
 BUILD      ?= build
