@@ -4,13 +4,18 @@
 #   make run             build, then run the demo
 #   make test            deps, then the suite three times: plain, ASan+UBSan, TSan
 #   make bench           build, then run every benchmark
+#   make bench-peers     deps-peers, build, then sluice beside Guava's and Go's rate limiters
 #   make install PREFIX=/some/where
 #   make deps            install the Debian packages the tests need (root), or say how
+#   make deps-peers      the same for the packages bench-peers needs
 #   make clean
 
 # Debian packages the build and the tests need (one list; add to it here).
 DEPS := cmake gcc make pkg-config binutils redis-server redis-tools libhiredis-dev python3 bsdutils \
         libuv1-dev libevent-dev curl wrk
+# What bench-peers needs besides: Go with golang.org/x/time/rate, Guava and a
+# JDK (any javac on the PATH will do for the last).
+PEER_DEPS = $(strip golang-go golang-golang-x-time-dev libguava-java $(if $(shell command -v javac),,default-jdk-headless))
 
 PREFIX     ?= /usr/local
 BUILD      ?= build
@@ -38,7 +43,7 @@ MAKEFLAGS += --no-print-directory
 
 # CMake does the parallel work; the steps here run in order.
 .NOTPARALLEL:
-.PHONY: all build run deps test test-plain test-asan test-tsan bench install clean
+.PHONY: all build run deps deps-peers test test-plain test-asan test-tsan bench bench-peers install clean
 
 all: build
 
@@ -64,6 +69,9 @@ deps:
 	    echo "sudo apt-get install -y $$missing"; exit 1; \
 	  fi; \
 	fi
+
+deps-peers:
+	@$(MAKE) deps DEPS="$(PEER_DEPS)"
 
 test: deps
 	$(MAKE) --no-print-directory test-plain
@@ -100,6 +108,10 @@ test-tsan:
 
 bench: build
 	@set -e; for b in $(BENCHES); do echo "== $$b"; ./$(BUILD)/$$b; done
+
+# Not part of bench: the peers' harnesses in bench/peers/ (run.sh says how).
+bench-peers: deps-peers build
+	sh bench/peers/run.sh $(BUILD)
 
 install: build
 	$(CMAKE) --install $(BUILD) --prefix $(PREFIX)

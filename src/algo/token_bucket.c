@@ -156,7 +156,9 @@ int sluice__gcra_carry(const sluice__params *from, const sluice__state *s, const
     if (from->cfg.period_ms != to->cfg.period_ms) return 0;
     sluice__i128 b = s->tat - (sluice__i128)now_ms * from->r;
     if (b <= 0) return 1; /* full: t is fresh */
-    sluice__i128 nb = (b * to->p + from->p - 1) / from->p; /* b < 2^63, p < 2^32: fits */
+    /* b may be far beyond the capacity (a reading long before the TAT):
+     * the new capacity, unless b * p' is within tau' * p (< 2^94) */
+    sluice__i128 nb = b > (sluice__i128)to->tau * from->p / to->p ? to->tau : (b * to->p + from->p - 1) / from->p;
     if (nb > to->tau) nb = to->tau;
     t->tat = (sluice__i128)now_ms * to->r + nb;
     return 1;
