@@ -20,14 +20,21 @@
  * varies); "met each other" says how often they did on the limiter.
  *
  * Sections:
- *  clocks   one read of each clock source, and which one sluice's default
- *           monotonic clock reads here (it takes CLOCK_MONOTONIC_COARSE only
- *           when clock_getres says 1 ms or finer, as src/clock.c does).
+ *  clocks   one read of each clock source; sluice's TSC clock (rdtsc, the
+ *           anchor's multiply-shift, the high-water mark: src/tsc.c) where
+ *           the CPU's TSC is invariant; and sluice's default monotonic clock,
+ *           naming the source it reads here (sluice_clock_source()), and as
+ *           it reads with SLUICE_CLOCK=monotonic (the fallback).
  *  floors   cas64: load a 64-bit word in its own 64-byte line, add, CAS it
  *           back (successful each time): what the token bucket's lock-free
- *           word path does besides arithmetic. clock + cas64: the same with
- *           one read of the default clock whose value feeds the CAS. A
- *           "via a call" line shows what an out-of-line call adds.
+ *           word path does besides arithmetic. rdtsc + cas64: the same with
+ *           a raw rdtsc whose value feeds the CAS; clock + cas64: with one
+ *           read of the default clock instead. A "via a call" line shows
+ *           what an out-of-line call adds. gcra + cas64: a whole token
+ *           bucket decision on one word without the library's calls (the
+ *           bucket's word step of algo/algo.h, the CAS, the decision's
+ *           fields filled), at a reading: the floor of acquire_at; clock +
+ *           gcra + cas64, one read of the default clock each: of acquire.
  *  locks    a take + give (around a counter increment) of sluice's lock, of
  *           a pthread mutex, and a 128-bit CAS (lock cmpxchg16b, x86-64
  *           only) on a 16-byte pair, alone and with two threads on one
@@ -61,11 +68,11 @@
  *           readings: sluice_peek_at of cost 1, and acquire_at followed by
  *           the sluice_refund_at that undoes it (a refund of a full bucket
  *           is a compare and a return: this one has work to do).
- *  goals    the ratios the issue sets, with PASS/MISS (informational): the
- *           token bucket's acquire allow path <= 1.3x clock + cas64, its
- *           acquire_at <= 1.3x cas64, and deny no slower than allow; a peek
- *           within 1.2x of acquire_at, and a refund (its pair less the
- *           acquire_at) within 1.2x too.
+ *  goals    the ratios the issues set, with PASS/MISS (informational): the
+ *           token bucket's acquire allow path <= 1.3x clock + cas64 and
+ *           <= 1.3x rdtsc + cas64, its acquire_at <= 1.3x cas64, and deny no
+ *           slower than allow; a peek within 1.2x of acquire_at, and a refund
+ *           (its pair less the acquire_at) within 1.2x too.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -162,6 +169,16 @@ static void work_rdtsc(void *ctx, int tid, uint64_t n) {
 }
 #endif
 
+#ifdef SLUICE__HAVE_TSC
+static void work_tsc_clock(void *ctx, int tid, uint64_t n) {
+    (void)ctx, (void)tid;
+    uint64_t acc = 0;
+    for (uint64_t i = 0; i < n; i++)
+        acc += (uint64_t)sluice__tsc_ms(&sluice__tsc_process, __rdtsc(), &sluice__tsc_real);
+    sink += acc;
+}
+#endif
+
 static void work_sluice_clock(void *ctx, int tid, uint64_t n) {
     (void)ctx, (void)tid;
     const sluice_clock *c = sluice_clock_monotonic();
@@ -209,21 +226,39 @@ static void bench_clocks(void) {
 #else
     printf("%-44s (not x86: skipped)\n", "rdtsc");
 #endif
-    /* the source sluice's default clock reads, chosen as src/clock.c does */
-    const char *which = "CLOCK_MONOTONIC";
-    char why[96] = "CLOCK_MONOTONIC_COARSE unavailable";
-#ifdef CLOCK_MONOTONIC_COARSE
-    struct timespec res;
-    if (clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0) {
-        int coarse = res.tv_sec == 0 && res.tv_nsec <= 1000000;
-        if (coarse) which = "CLOCK_MONOTONIC_COARSE";
-        snprintf(why, sizeof why, "COARSE resolution %.3f ms %s 1 ms",
-                 (double)res.tv_sec * 1e3 + res.tv_nsec / 1e6, coarse ? "<=" : ">");
+#ifdef SLUICE__HAVE_TSC
+    if (sluice__tsc_invariant()) {
+        /* past its calibration (20 ms) first */
+        for (int64_t end = now_ns() + 1000000000;
+             atomic_load(&sluice__tsc_process.phase) != SLUICE__TSC_ANCHORED && now_ns() < end;)
+            sluice__tsc_ms(&sluice__tsc_process, __rdtsc(), &sluice__tsc_real);
+        row("sluice TSC clock: rdtsc, anchor, high mark", "read", measure(work_tsc_clock, NULL, 1),
+            "src/tsc.c, inline");
+    } else {
+        printf("%-44s (no invariant TSC: skipped)\n", "sluice TSC clock");
     }
 #endif
-    snprintf(extra, sizeof extra, "reads %s (%s)", which, why);
+    /* the source sluice's default clock reads (src/clock.c chooses) */
+    const char *which = sluice_clock_source();
+    char why[96] = "";
+#ifdef CLOCK_MONOTONIC_COARSE
+    struct timespec res;
+    if (strcmp(which, "tsc") && clock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0)
+        snprintf(why, sizeof why, " (COARSE resolution %.3f ms %s 1 ms)", (double)res.tv_sec * 1e3 + res.tv_nsec / 1e6,
+                 res.tv_sec == 0 && res.tv_nsec <= 1000000 ? "<=" : ">");
+#endif
+    snprintf(extra, sizeof extra, "reads %s%s", which, why);
     row("sluice_clock_now_ms(sluice_clock_monotonic())", "read",
         measure(work_sluice_clock, NULL, 1), extra);
+    /* and as it reads with SLUICE_CLOCK=monotonic */
+    if (!strcmp(which, "tsc")) {
+        setenv("SLUICE_CLOCK", "monotonic", 1);
+        sluice__clock_force_source(NULL);
+        snprintf(extra, sizeof extra, "reads %s", sluice_clock_source());
+        row("  the same with SLUICE_CLOCK=monotonic", "read", measure(work_sluice_clock, NULL, 1), extra);
+        unsetenv("SLUICE_CLOCK");
+        sluice__clock_force_source(NULL);
+    }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -266,6 +301,21 @@ static void work_cas64_call(void *ctx, int tid, uint64_t n) {
     sink += acc;
 }
 
+#ifdef HAVE_RDTSC
+/* One raw rdtsc, its value added by the CAS. */
+static void work_rdtsc_cas64(void *ctx, int tid, uint64_t n) {
+    (void)tid;
+    cas_ctx *c = ctx;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t t = __rdtsc();
+        uint64_t w = atomic_load_explicit(&c->word, memory_order_acquire);
+        while (!atomic_compare_exchange_strong_explicit(&c->word, &w, w + t, memory_order_acq_rel,
+                                                        memory_order_acquire)) {
+        }
+    }
+}
+#endif
+
 /* One read of the default clock, its value added by the CAS. */
 static void work_clock_cas64(void *ctx, int tid, uint64_t n) {
     (void)tid;
@@ -280,7 +330,53 @@ static void work_clock_cas64(void *ctx, int tid, uint64_t n) {
     }
 }
 
-static result floor_cas, floor_clock_cas;
+/* A token bucket's word (TAT, relative to epoch_ms) decided inline. */
+typedef struct {
+    _Alignas(64) _Atomic int64_t word;
+    sluice__params params;
+    int64_t epoch_ms;
+} gcra_ctx;
+
+static inline __attribute__((always_inline)) int gcra_decide(gcra_ctx *g, int64_t ts, sluice_decision *d) {
+    const sluice__params *p = &g->params;
+    int64_t w = atomic_load_explicit(&g->word, memory_order_acquire), b, nb, nw;
+    for (;;) {
+        int step = sluice__gcra_word_step(p, w, ts, 1, &b, &nb, &nw);
+        if (step <= 0) {
+            if (step == 0) sluice__gcra_denied(p, b, 1, d);
+            return 0;
+        }
+        if (atomic_compare_exchange_weak_explicit(&g->word, &w, nw, memory_order_acq_rel, memory_order_acquire))
+            break;
+    }
+    sluice__gcra_allowed(p, b, nb, 0, d);
+    return 1;
+}
+
+/* At one reading a run, as the limiter rows of acquire_at. */
+static void work_gcra_cas64(void *ctx, int tid, uint64_t n) {
+    (void)tid;
+    gcra_ctx *g = ctx;
+    sluice_decision d = {0};
+    int64_t ts = (sluice_clock_now_ms(sluice_clock_monotonic()) - g->epoch_ms) * g->params.r;
+    uint64_t allowed = 0;
+    for (uint64_t i = 0; i < n; i++) allowed += (uint64_t)gcra_decide(g, ts, &d);
+    sink += allowed + (uint64_t)d.remaining;
+}
+
+/* Reading the default clock for each decision, as sluice_acquire. */
+static void work_clock_gcra_cas64(void *ctx, int tid, uint64_t n) {
+    (void)tid;
+    gcra_ctx *g = ctx;
+    const sluice_clock *clk = sluice_clock_monotonic();
+    sluice_decision d = {0};
+    uint64_t allowed = 0;
+    for (uint64_t i = 0; i < n; i++)
+        allowed += (uint64_t)gcra_decide(g, (sluice_clock_now_ms(clk) - g->epoch_ms) * g->params.r, &d);
+    sink += allowed + (uint64_t)d.remaining;
+}
+
+static result floor_cas, floor_clock_cas, floor_rdtsc_cas, floor_gcra, floor_clock_gcra;
 
 static void bench_floors(void) {
     printf("\n== floors: 1 thread (ns/op)\n");
@@ -292,9 +388,29 @@ static void bench_floors(void) {
     row("cas64: load, add, CAS (a loop)", "op", floor_cas, "floor of acquire_at");
     row("cas64 via an out-of-line call", "op", measure(work_cas64_call, c, 1),
         "what a call adds to it");
+#ifdef HAVE_RDTSC
+    floor_rdtsc_cas = measure(work_rdtsc_cas64, c, 1);
+    row("rdtsc + cas64: raw rdtsc, CAS", "op", floor_rdtsc_cas, "floor of acquire on a TSC clock");
+#endif
     floor_clock_cas = measure(work_clock_cas64, c, 1);
-    row("clock + cas64: default clock read, CAS", "op", floor_clock_cas, "floor of acquire");
+    row("clock + cas64: default clock read, CAS", "op", floor_clock_cas, "");
     free(c);
+
+    /* the token bucket of the limiter rows' allow case: every decision admitted */
+    gcra_ctx *g = aligned_alloc(64, sizeof(gcra_ctx));
+    char err[128];
+    sluice_config tb = sluice_token_bucket(SLUICE_LIMIT_MAX, SLUICE_LIMIT_MAX, 1000);
+    if (!g || sluice__params_init(&tb, &g->params, err, sizeof err) != 0) {
+        fprintf(stderr, "bench_core: the floor's bucket: %s\n", g ? err : "out of memory");
+        exit(1);
+    }
+    atomic_init(&g->word, INT64_MIN);
+    g->epoch_ms = sluice_clock_now_ms(sluice_clock_monotonic());
+    floor_gcra = measure(work_gcra_cas64, g, 1);
+    row("gcra + cas64: a bucket's decision on one word", "op", floor_gcra, "floor of acquire_at");
+    floor_clock_gcra = measure(work_clock_gcra_cas64, g, 1);
+    row("clock + gcra + cas64: the same, reading the clock", "op", floor_clock_gcra, "floor of acquire");
+    free(g);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -613,9 +729,12 @@ static void goal(const char *what, result a, result b, double bound) {
 static void print_goals(void) {
     char what[96];
     printf("\n== goals (ratios of medians from this run; informational)\n");
-    goal("token-bucket acquire allow 1 thread / (clock + cas64)", lim_1t[ALGO_TB][0][1],
-         floor_clock_cas, 1.3);
-    goal("token-bucket acquire_at allow 1 thread / cas64", lim_1t[ALGO_TB][1][1], floor_cas, 1.3);
+    goal("token-bucket acquire allow 1 thread / (clock + gcra + cas64)", lim_1t[ALGO_TB][0][1],
+         floor_clock_gcra, 1.3);
+#ifdef HAVE_RDTSC
+    goal("token-bucket acquire allow 1 thread / (rdtsc + cas64)", lim_1t[ALGO_TB][0][1], floor_rdtsc_cas, 1.3);
+#endif
+    goal("token-bucket acquire_at allow 1 thread / (gcra + cas64)", lim_1t[ALGO_TB][1][1], floor_gcra, 1.3);
     for (int algo = 0; algo < N_ALGOS; algo++)
         for (int at = 0; at <= 1; at++)
             for (int nt = 1; nt <= 2; nt++) {

@@ -73,14 +73,17 @@ static int cmd_help(int argc, char **argv) {
 }
 
 static const cli_command version_command = {
-    "version", "usage: sluice version", "usage: sluice version\n\nPrints the version of sluice.\n", 0,
+    "version", "usage: sluice version",
+    "usage: sluice version\n\nPrints the version of sluice, then the source of its monotonic clock in this\n"
+    "process: \"clock: tsc\", \"clock: CLOCK_MONOTONIC_COARSE\" or \"clock: CLOCK_MONOTONIC\"\n"
+    "(SLUICE_CLOCK=monotonic in the environment turns the TSC off).\n", 0,
     CLI_TAKES_NOTHING, 0, NULL};
 
 static int cmd_version(int argc, char **argv) {
     cli_args a;
     int rc = cli_parse(&version_command, argc, argv, &a);
     if (rc) return rc < 0 ? 0 : rc;
-    printf("sluice %s\n", sluice_version());
+    printf("sluice %s\nclock: %s\n", sluice_version(), sluice_clock_source());
     return cli_finish_stdout("version");
 }
 

@@ -12,7 +12,8 @@
  *  - Time is an int64_t count of milliseconds ("_ms") read from a clock.
  *    Accepted clock readings lie in [SLUICE_TIME_MIN_MS, SLUICE_TIME_MAX_MS].
  *  - Objects are NOT thread-safe except where stated next to them.
- *  - The library never prints and never reads the environment.
+ *  - The library never prints, and reads one environment variable only:
+ *    SLUICE_CLOCK (see sluice_clock_monotonic).
  */
 #ifndef SLUICE_H
 #define SLUICE_H
@@ -97,11 +98,31 @@ SLUICE_EXTERN const char *sluice_version(void);
  * All clocks are thread-safe: any thread may read, advance or set them. */
 typedef struct sluice_clock sluice_clock;
 
-/* The process-wide monotonic clock (the default). It reads
- * CLOCK_MONOTONIC_COARSE when the kernel reports a resolution of 1 ms or
- * finer for it, else CLOCK_MONOTONIC: the cheapest honest millisecond.
+/* The process-wide monotonic clock (the default): CLOCK_MONOTONIC's
+ * milliseconds from the cheapest honest source, chosen once per process at
+ * its first reading (sluice_clock_source() says which):
+ *  - "tsc": the CPU's time-stamp counter (x86-64), when the kernel itself
+ *    keeps time with it (/sys/devices/system/clocksource/clocksource0/
+ *    current_clocksource is "tsc") and the CPU says it is invariant (CPUID
+ *    0x80000007 EDX bit 8, or "constant_tsc" and "nonstop_tsc" among the
+ *    flags of /proc/cpuinfo). Ticks become ms at a rate measured against
+ *    CLOCK_MONOTONIC, re-anchored on it every 50 ms by whichever reading
+ *    comes due (no thread of its own): a reading is CLOCK_MONOTONIC's ms,
+ *    off by one only within 75 us (a few us in practice) of a ms boundary.
+ *    The first 20 ms of a process, while the rate is measured, read
+ *    CLOCK_MONOTONIC itself. Readings never go backwards, on any thread.
+ *  - "CLOCK_MONOTONIC_COARSE", when the kernel reports a resolution of
+ *    1 ms or finer for it (HZ=1000);
+ *  - else "CLOCK_MONOTONIC".
+ * The environment variable SLUICE_CLOCK=monotonic, read at that first
+ * reading, turns the TSC off: the clock then reads one of the last two
+ * (any other value, or none, leaves the choice as above).
  * Never NULL; never free it (sluice_clock_free ignores it). */
 SLUICE_EXTERN const sluice_clock *sluice_clock_monotonic(void);
+/* The source sluice_clock_monotonic() reads in this process: "tsc",
+ * "CLOCK_MONOTONIC_COARSE" or "CLOCK_MONOTONIC" (a static string). Makes
+ * the choice if no reading has yet. Thread-safe. */
+SLUICE_EXTERN const char *sluice_clock_source(void);
 /* A manual clock starting at start_ms, for tests and simulations: it moves
  * only when told to, and "sleeping" on it advances it by the sleep's length.
  * Returns NULL when out of memory or when start_ms is outside the accepted

@@ -8,7 +8,7 @@
  *   store/deny.h    a remote store's cache of denials
  *   lock.h          the small lock, a thread's stripe of counters
  *   hash.h          keyed hashes of keys
- *   clock.h         readings and waits
+ *   clock.h         readings and waits, the TSC clock
  *   shared.h        what libsluice-redis takes from libsluice
  *   testing.h       the tests' hooks
  *

@@ -7,6 +7,15 @@
 
 #include <stddef.h>
 
+/* ---- "clock.c" ---- */
+/* Test hook: makes the monotonic clock read the named source from now on
+ * ("tsc", "CLOCK_MONOTONIC_COARSE", "CLOCK_MONOTONIC", as
+ * sluice_clock_source() names them), or choose again at its next reading
+ * (NULL: the environment is read again). "tsc" needs only an invariant TSC
+ * (the kernel may keep time with another clocksource). SLUICE_EINVAL for
+ * an unknown name or a source this machine lacks; then nothing changes. */
+int sluice__clock_force_source(const char *name);
+
 /* ---- "limiter.c" ---- */
 /* How often callers of l met each other: CAS retries plus lock waits. Tests
  * use it to show that a concurrency test really raced. */
@@ -31,6 +40,11 @@ extern void (*sluice__shm_step_hook)(int step);
  * adds hashes alike (one bucket, one tag), so that only the key comparison
  * tells keys apart. Only on a new file: keys added before are not found. */
 void sluice__shm_store_collide(sluice_store *s);
+/* Test hook: s's keys hash under a key made from seed, not a random one
+ * (two stores of one seed then keep every key in the same place, so that
+ * they forget and evict alike). Only on a new store: keys added before are
+ * not found. */
+void sluice__memory_store_seed(sluice_store *s, uint64_t seed);
 /* Test hook: whether s holds state for (p, key) now. */
 int sluice__memory_store_holds(sluice_store *s, const sluice_policy *p, const void *key, size_t len);
 

@@ -112,6 +112,22 @@ rc=$?
 rc=$?
 [[ $rc -eq 0 ]] || fail "sluice version exited $rc, want 0"
 grep -Eq '^sluice [0-9]+\.[0-9]+\.[0-9]+$' "$tmp/out" || fail "sluice version printed '$(cat "$tmp/out")'"
+# then the monotonic clock's source: the TSC where the kernel keeps time
+# with it and the CPU says it is invariant (x86-64), unless SLUICE_CLOCK=monotonic
+[[ $(wc -l <"$tmp/out") -eq 2 ]] || fail "sluice version printed $(wc -l <"$tmp/out") lines, want 2"
+grep -Eqx 'clock: (tsc|CLOCK_MONOTONIC_COARSE|CLOCK_MONOTONIC)' "$tmp/out" ||
+    fail "sluice version names no clock source: '$(cat "$tmp/out")'"
+want_tsc=no
+if [[ $(uname -m) == x86_64 && $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource 2>/dev/null) == tsc ]] &&
+    { grep -m1 '^flags' /proc/cpuinfo | grep -qw constant_tsc && grep -m1 '^flags' /proc/cpuinfo | grep -qw nonstop_tsc; }; then
+    want_tsc=yes
+fi
+if [[ $want_tsc == yes && ${SLUICE_CLOCK:-} != monotonic ]]; then
+    grep -qx 'clock: tsc' "$tmp/out" || fail "kernel clocksource tsc, invariant TSC, but sluice version says '$(cat "$tmp/out")'"
+fi
+SLUICE_CLOCK=monotonic "$SLUICE_BIN" version >"$tmp/mono" 2>"$tmp/err" || fail "SLUICE_CLOCK=monotonic sluice version failed"
+grep -Eqx 'clock: CLOCK_MONOTONIC(_COARSE)?' "$tmp/mono" ||
+    fail "SLUICE_CLOCK=monotonic: sluice version says '$(cat "$tmp/mono")'"
 cp "$tmp/out" "$tmp/version"
 
 # --version and -V are the version command

@@ -1,77 +1,156 @@
 /* store/memory/memory.c: the in-process store, the embedded default.
  *
- * Per-key state in a table split into shards. A decision on a key the table
- * holds takes only that key's entry lock: it finds the entry without the
- * shard's lock (checking it under its own lock) and writes only the entry
- * (48 bytes, so neighbours may share its cache lines), its thread's count
- * stripe and, when its reading is the highest yet, the store's time. The
- * shard's lock guards the table's shape: adding,
- * forgetting and evicting keys, which also take the entry's lock (always
+ * Per-key state in a table split into shards, each a table of 32-byte
+ * slots, open addressing with linear probing (about 1.75 slots per key of
+ * capacity, so probes stay short), that lookups read without a lock:
+ *
+ *   FAST    a key of up to 16 bytes of a policy of one part whose state
+ *           fits a word (a token or leaky bucket; a fixed window, a sliding
+ *           window of a limit below 2^16): the key and its state's word in
+ *           its slot, beside the slot's meta word (version, policy, name,
+ *           length, flags). A decision reads the slot (one cache line, one
+ *           miss at a million keys), decides on the word (the algorithm's
+ *           word form, src/algo/; a bucket's inlined) and admits with one
+ *           16-byte compare-and-swap of {word, meta}: lock-free, and a
+ *           denial writes nothing (the meta, read again, vouches that the
+ *           word was the key's). Words are relative to the store's epoch,
+ *           the time its first key was added; a state that would not fit
+ *           moves the key to an entry (below), for good.
+ *   entry   every other key: the slot keeps the key (or, for a longer key,
+ *           its hash) and the index of its entry, 48 bytes in chunks made
+ *           as they are needed (never moved or freed while the store is
+ *           open), with the state (inline when one part of <= 16 bytes,
+ *           else on the heap) under the entry's own small lock; a lookup
+ *           checks the entry under that lock, so an entry freed or reused
+ *           meanwhile is never taken for the key.
+ *
+ * So a FAST key costs 32 * 1.75 = 56 bytes of capacity, allocated up
+ * front (pages touched only as keys arrive); a key in an entry 56 + 48.
+ *
+ * The shard's lock guards the table's shape: adding, forgetting, evicting,
+ * converting keys (table.c), which also take the entry's lock (always
  * after the shard's), so a key is never dropped in the middle of its own
- * update. Counts of decisions go to per-thread stripes.
+ * update. A slot changes hands (its version moves on) only under the
+ * shard's lock, with a 16-byte compare-and-swap, so a FAST decision racing
+ * it fails its own and looks again; removal moves the keys after it back
+ * (no tombstones), each move again such a swap, so a lookup without the
+ * lock may miss a key that is moving and looks again under the lock, where
+ * the answer is exact. Counts of decisions go to per-thread stripes.
  *
- * A shard holds at most cap keys (the shards' caps add up to max_keys):
- *
- *   index   uint32_t[2^k >= 2*cap]  open addressing, linear probing,
- *                                   (8-bit hash tag << 24) | (entry + 1)
- *   entries entry[cap], 48 bytes    key (inline up to 16 bytes), hash,
- *                                   policy id, CLOCK bit, and the state
- *                                   (inline when one part of <= 16 bytes,
- *                                   else on the heap)
- *
- * so a one-part token bucket with keys up to 16 bytes costs 48 + 8..16
- * bytes per key of capacity, allocated up front (pages are touched only as
- * keys arrive). Deletion shifts later entries back: no tombstones.
- *
- * Keys are hashed under a random per-store key (and a per-policy tweak),
- * so chosen keys cannot flood one chain: keys of up to 16 bytes with three
- * AES rounds where the CPU has AES instructions (about 2 ns), others with
- * SipHash-1-3 (about 9 ns for 16 bytes). Inline keys are kept zero-padded
- * and compared as two words.
+ * Keys are hashed under a random per-store key (and their policy name's
+ * id), so chosen keys cannot flood one chain: keys of up to 16 bytes with
+ * three AES rounds where the CPU has AES instructions (about 2 ns), others
+ * with SipHash-1-3 (about 9 ns for 16 bytes). Inline keys are kept
+ * zero-padded and compared as two words.
  *
  * Room: when a new key meets a full shard, fresh keys (equal to a fresh
  * state, so forgetting them changes nothing) are looked for first, if some
  * key may have become fresh since the last full scan (next_fresh_ms): a
- * sweep of the next 64 entries, then a full scan. Only when no key is fresh does
- * on_full apply: evict the victim of the CLOCK (second chance) algorithm, an
- * approximation of the least recently used key, or refuse the new key.
+ * sweep of the next 64 slots, then a full scan. Only when no key is fresh
+ * does on_full apply: evict the victim of the CLOCK (second chance)
+ * algorithm, an approximation of the least recently used key, or refuse
+ * the new key. The hand goes round the slots; a key is marked by its
+ * decisions after the first, so a key added and never decided again (a
+ * flood of one-off keys) goes before one in use.
  *
  * Batches (sluice_store_acquire_many): 16 requests' keys are hashed and
- * their index slots, then entries, fetched into the cache before the 16 are
- * decided in order, so that with many keys their cache misses overlap.
+ * their home slots fetched into the cache before the 16 are decided in
+ * order, so that with many keys their cache misses overlap.
  *
  * Time: the store decides at the highest reading it has seen (and each
  * shard at the highest it has seen, for readings that race), so a key
  * forgotten as fresh would have decided as a fresh one (sluice.h).
  *
  * Files: memory.h the types and a lookup's inline pieces, table.c the
- * table's shape (adding, removing, making room), this file the decisions,
- * the verbs, batches and the store. */
+ * table's shape (adding, removing, moving, converting, making room), this
+ * file the decisions, the verbs, batches and the store. */
 #include "memory.h"
 
+#define VERB_ACQUIRE 0 /* beside sluice__verb's */
+#define AGAIN 2        /* the slot changed hands meanwhile: look again */
+#define OUTGROWN 3     /* the state no longer fits a word: in an entry, locked */
 
-/* ---- decisions ---- */
+/* ---- FAST keys: the state's word in the slot ---- */
 
-static uint64_t key_hash(const memory_store *m, unsigned nid, const key_ref *k) {
-    if (m->collide) return 0;
-    if (k->len <= 16 && m->aes)
-        return sluice__aeshash16_words(m->seed + 2, nid + 1, k->pad[0], k->pad[1], k->len);
-    uint64_t sk[2] = {m->seed[0] ^ ((uint64_t)(nid + 1) * UINT64_C(0x9e3779b97f4a7c15)), m->seed[1]};
-    return sluice__siphash13(sk, k->bytes, k->len);
+/* Applies verb (VERB_ACQUIRE, or SLUICE__VERB_PEEK, _REFUND) of cost to
+ * FAST slot s, found holding the key at meta seen (r's, pid's): 0 with *d
+ * (a decision counted, store time raised on an admission, waits told
+ * from reading_ms), AGAIN or OUTGROWN. A refund gives back on the word
+ * (the answer: a request of cost 1 on the new word); a peek, as a denial,
+ * writes nothing. */
+static inline __attribute__((always_inline)) int fast_verb(memory_store *m, shard *sh, const registered *r, slot *s,
+                                                           uint64_t seen, int verb, int64_t cost, int64_t now,
+                                                           int64_t reading_ms, int mark, sluice_decision *d) {
+    const sluice__params *pp = &r->policy.params[0];
+    const sluice__algo *a = r->policy.algo[0];
+    int64_t epoch = atomic_load_explicit(&m->epoch_ms, memory_order_relaxed);
+    int64_t ts = 0; /* a bucket: (now - epoch) * r */
+    if (r->gcra && (__builtin_sub_overflow(now, epoch, &ts) || __builtin_mul_overflow(ts, pp->r, &ts)))
+        return OUTGROWN;
+    for (;;) {
+        uint64_t w = atomic_load_explicit(&s->st.lo, memory_order_acquire);
+        uint64_t c = atomic_load_explicit(&s->st.hi, memory_order_acquire);
+        if ((c | M_REF) != (seen | M_REF)) { /* identity: all but the mark */
+            sluice__pair_read(&s->st, &w, &c);
+            if ((c | M_REF) != (seen | M_REF)) return AGAIN;
+        }
+        int64_t bb = 0, nb = 0, asked = cost;
+        uint64_t x = w, nw = w; /* the word decided on; the word written */
+        if (__builtin_expect(verb == SLUICE__VERB_REFUND, 0)) {
+            if (r->gcra) x = (uint64_t)sluice__gcra_word_refund(pp, (int64_t)w, ts, cost);
+            else if (a->word_refund(pp, w, epoch, now, cost, &x) == SLUICE__WORD_OUTGROWN) return OUTGROWN;
+            nw = x;
+            asked = 1; /* the answer: a request of cost 1, right after */
+        }
+        int admit;
+        uint64_t after = 0; /* the word after admitting asked */
+        if (!r->gcra) { /* a window: its algorithm decides on the word */
+            admit = a->word_decide(pp, x, epoch, now, asked, d, &after);
+            if (admit == SLUICE__WORD_OUTGROWN || admit < 0) return OUTGROWN; /* or a word none writes */
+        } else { /* the bucket's word step (algo/algo.h), its decision written after the CAS */
+            int64_t nt = 0;
+            if ((admit = sluice__gcra_word_step(pp, (int64_t)x, ts, asked, &bb, &nb, &nt)) < 0) return OUTGROWN;
+            after = (uint64_t)nt;
+        }
+        if (verb == VERB_ACQUIRE && admit) nw = after;
+        uint64_t nc = mark && verb != SLUICE__VERB_PEEK ? c | M_REF : c;
+        if (nw != w || nc != c) {
+            if (!sluice__cas16(&s->st, w, c, nw, nc)) continue;
+        } else { /* no CAS vouches for what was read: the meta, read again, does */
+            atomic_thread_fence(memory_order_acquire);
+            if (atomic_load_explicit(&s->st.hi, memory_order_relaxed) != c) continue;
+        }
+        if (r->gcra) {
+            if (admit) sluice__gcra_allowed(pp, bb, nb, r->shaper, d);
+            else sluice__gcra_denied(pp, bb, asked, d);
+        }
+        if (verb == VERB_ACQUIRE) {
+            count_decision(m, d);
+            if (admit) sluice__store_time_raise(&m->now_ms, now);
+        } else if (verb == SLUICE__VERB_REFUND && nw != w) {
+            sluice__state st;
+            a->word_state(r->unit, nw, epoch, &st);
+            fresh_by(sh, now + sluice__policy_reset_ms(&r->policy, &st, now));
+        }
+        sluice__decision_lag(d, now - reading_ms);
+        return 0;
+    }
 }
 
-static int decide(registered *r, entry *e, int64_t cost, int64_t now_ms, sluice_decision *d) {
+/* ---- keys in entries ---- */
+
+static int decide(const registered *r, entry *e, int64_t cost, int64_t now_ms, sluice_decision *d) {
     if (!r->inline_state) return sluice__policy_decide_grow(&r->policy, e->st.parts, now_ms, cost, d);
     /* one part of at most 16 bytes: straight to its algorithm, in place (a
      * copy through the stack cost a stalled 16-byte load of two 8-byte
      * stores); it writes only the state's first 16 bytes. A bucket's
      * common case (a backlog within 64 bits) is inlined here. */
     const sluice__params *pp = &r->policy.params[0];
-    if (r->gcra >= 0) {
+    if (r->gcra) {
         sluice__i128 ts = (sluice__i128)now_ms * pp->r, b = e->st.word - ts;
         int64_t nb;
         if (b <= INT64_MAX) {
-            if (sluice__gcra_core(pp, b > 0 ? (int64_t)b : 0, cost, r->gcra, d, &nb)) e->st.word = ts + nb;
+            if (sluice__gcra_core(pp, b > 0 ? (int64_t)b : 0, cost, r->shaper, d, &nb)) e->st.word = ts + nb;
             return 0;
         }
     }
@@ -79,28 +158,34 @@ static int decide(registered *r, entry *e, int64_t cost, int64_t now_ms, sluice_
     return a->decide(pp, (sluice__state *)(void *)&e->st.word, now_ms, cost, d, 1);
 }
 
-/* Converts locked entry e, kept by another configuration of r's name, to
- * r's (id pid): docs/semantics.md, "Retune". 0 or SLUICE_ENOMEM (e as it
- * was). */
-static __attribute__((noinline, cold)) int convert(memory_store *m, shard *sh, entry *e, const registered *r,
-                                                   unsigned pid, int64_t now_ms) {
-    const registered *from = reg(m, e->policy - 1u);
-    sluice__state tmp, fresh, *parts;
-    int rc = sluice__mem_new_parts(r, &parts);
-    if (rc) return rc;
-    if (!parts) r->policy.algo[0]->init(&r->policy.params[0], &fresh);
-    rc = sluice__policy_convert(&from->policy, parts_of(from, e, &tmp), &r->policy, parts ? parts : &fresh, now_ms);
-    if (rc) {
-        sluice__mem_free_parts(r, parts);
-        return rc;
+/* A peek or refund of a locked entry's key (a refund: every part gives
+ * back; then a peek of cost 1). */
+static void entry_verb(const registered *r, shard *sh, entry *e, int verb, int64_t cost, int64_t now_ms,
+                       sluice_decision *d) {
+    sluice__state tmp, *st = parts_of(r, e, &tmp);
+    if (verb == SLUICE__VERB_REFUND) {
+        sluice__policy_refund(&r->policy, st, now_ms, cost);
+        if (st == &tmp) memcpy(&e->st.word, &tmp, sizeof e->st.word);
+        fresh_by(sh, now_ms + sluice__policy_reset_ms(&r->policy, st, now_ms));
+        cost = 1;
     }
-    if (!from->inline_state) sluice__mem_free_parts(from, e->st.parts);
-    if (parts) e->st.parts = parts;
-    else memcpy(&e->st.word, &fresh, sizeof e->st.word);
-    e->policy = (uint16_t)(pid + 1);
-    fresh_by(sh, now_ms + sluice__policy_reset_ms(&r->policy, parts ? parts : &fresh, now_ms));
-    return 0;
+    sluice__policy_peek(&r->policy, st, now_ms, cost, d);
 }
+
+/* The entry of slot s, found at meta seen, locked and checked to hold the
+ * key under configuration pid; NULL when it does not (any more). */
+static inline entry *entry_of(shard *sh, slot *s, uint64_t seen, uint64_t h, unsigned nid, unsigned pid,
+                              const key_ref *k) {
+    uint32_t idx = (uint32_t)atomic_load_explicit(&s->st.lo, memory_order_acquire);
+    if (atomic_load_explicit(&s->st.hi, memory_order_acquire) != seen) return NULL;
+    entry *e = entry_at(sh, idx);
+    entry_lock(e);
+    if (holds_key(e, h, nid, k) && e->policy == pid + 1) return e;
+    entry_unlock(e);
+    return NULL;
+}
+
+/* ---- a request ---- */
 
 /* A request made ready to decide: its policy, key and where the key lives. */
 typedef struct {
@@ -119,63 +204,110 @@ static inline __attribute__((always_inline)) int prepare(memory_store *m, const 
     q->nid = nid;
     q->r = reg(m, q->pid);
     key_ref_init(&q->k, key, len);
-    q->h = key_hash(m, nid, &q->k);
+    q->h = sluice__mem_key_hash(m, nid, &q->k);
     q->sh = &m->shards[m->shard_bits ? q->h >> (64 - m->shard_bits) : 0];
     return 0;
 }
 
-/* Decides q (passed by its fields, which then stay in registers). */
-static inline __attribute__((always_inline)) int acquire_prepared(memory_store *m, unsigned pid, unsigned nid,
-                                                                  registered *r, const key_ref *kp,
-                                                                  uint64_t h, shard *sh, int64_t cost,
-                                                                  int64_t now_ms, sluice_decision *d) {
-    sluice_store *s = &m->head;
-    int rc;
-    /* store time never runs backwards: the highest reading admitted at */
-    int64_t reading_ms = now_ms;
-    now_ms = sluice__store_time(&m->now_ms, now_ms);
-    /* a key held: its entry's lock alone; else the shard's, to add it */
-    int is_new = 0, shard_held = 0;
-    entry *e = find_locked(sh, h, nid, kp);
-    if (!e) {
-        sluice__lock_take(&sh->lock);
-        shard_held = 1;
-        if (now_ms < sh->now_ms) now_ms = sh->now_ms; /* never before a forgetting */
-        e = find_locked(sh, h, nid, kp);
-        if (e) {
-            sluice__lock_give(&sh->lock);
-            shard_held = 0;
-        } else if ((rc = sluice__mem_insert(m, sh, r, h, pid, kp, now_ms, &e)) != 0) {
-            sluice__lock_give(&sh->lock);
-            if (rc == SLUICE_ENOMEM) sluice__store_errf(s, "out of memory");
-            return rc;
-        } else {
-            is_new = 1; /* the shard's lock stays held for its first decision */
+/* The verb, under the shard's lock: the key found exactly, added for a
+ * decision (a peek or refund of a key not held answers as a fresh state),
+ * converted from another configuration of its name, moved to an entry
+ * when its word outgrew the epoch's range. */
+static __attribute__((noinline)) int verb_locked(memory_store *m, prepared *q, int verb, int64_t cost,
+                                                 int64_t now_ms, int64_t reading_ms, sluice_decision *d) {
+    shard *sh = q->sh;
+    const registered *r = q->r;
+    int rc = 0, is_new = 0;
+    uint32_t i;
+    sluice__lock_take(&sh->lock);
+    if (now_ms < sh->now_ms) now_ms = sh->now_ms; /* never before a forgetting */
+    slot *s = sluice__mem_find_locked(sh, q->h, q->nid, &q->k, &i);
+    if (!s && verb != VERB_ACQUIRE) { /* none added: a fresh state's answer */
+        sluice__state st[SLUICE_POLICY_MAX_PARTS];
+        for (size_t k = 0; k < r->policy.n_parts; k++) r->policy.algo[k]->init(&r->policy.params[k], &st[k]);
+        sluice__policy_peek(&r->policy, st, now_ms, verb == SLUICE__VERB_PEEK ? cost : 1, d);
+        goto done;
+    }
+    if (!s) {
+        if ((rc = sluice__mem_insert(m, sh, r, q->h, q->pid, &q->k, now_ms, &i)) != 0) goto out;
+        s = &sh->slots[i];
+        is_new = 1;
+    }
+    uint64_t hi = atomic_load_explicit(&s->st.hi, memory_order_acquire);
+    if (M_POLICY(hi) != q->pid && (rc = sluice__mem_convert(m, sh, i, r, q->pid, now_ms)) != 0) goto out;
+    for (;;) {
+        hi = atomic_load_explicit(&s->st.hi, memory_order_acquire);
+        if (hi & M_FAST) {
+            rc = fast_verb(m, sh, r, s, hi, verb, cost, now_ms, reading_ms, !is_new, d);
+            if (rc == OUTGROWN && (rc = sluice__mem_unfast(m, sh, i)) == 0) continue;
+            if (rc == AGAIN) continue; /* only its word moved: nobody else changes hands now */
+            if (rc == 0 && is_new) fresh_by(sh, now_ms + sluice__mem_reset_ms(m, sh, i, now_ms));
+            goto out; /* counted, lag told */
         }
-    }
-    if (__builtin_expect(e->policy != pid + 1, 0) && (rc = convert(m, sh, e, r, pid, now_ms)) != 0) {
-        entry_unlock(e);
-        if (shard_held) sluice__lock_give(&sh->lock);
-        sluice__store_errf(s, "out of memory");
-        return rc;
-    }
-    rc = decide(r, e, cost, now_ms, d);
-    if (is_new && (rc || !d->allowed)) { /* a failed first request leaves no trace */
-        sluice__mem_remove(m, sh, e);
-    } else {
+        entry *e = entry_at(sh, (uint32_t)atomic_load_explicit(&s->st.lo, memory_order_relaxed));
+        entry_lock(e);
+        if (verb != VERB_ACQUIRE) {
+            entry_verb(r, sh, e, verb, cost, now_ms, d);
+            entry_unlock(e);
+            goto done;
+        }
+        rc = decide(r, e, cost, now_ms, d);
+        if (is_new && (rc || !d->allowed)) { /* a failed first request leaves no trace */
+            sluice__mem_remove(m, sh, i); /* gives e back */
+            goto out;
+        }
         if (rc == 0) {
-            e->ref = 1;
+            e->ref = !is_new; /* a key's first decision is no second use */
             count_decision(m, d);
             if (d->allowed) sluice__store_time_raise(&m->now_ms, now_ms);
-            if (is_new) /* a shadow part may be fresh later than the decision says */
-                fresh_by(sh, now_ms + (r->policy.n_shadow ? sluice__mem_reset_ms(m, e, now_ms) : d->reset_ms));
+            if (is_new) fresh_by(sh, now_ms + sluice__mem_reset_ms(m, sh, i, now_ms)); /* every part's, shadow too */
         }
         entry_unlock(e);
+        if (rc) goto out;
+        goto done;
     }
-    if (shard_held) sluice__lock_give(&sh->lock);
-    if (rc == SLUICE_ENOMEM) sluice__store_errf(s, "out of memory");
+done:
     sluice__decision_lag(d, now_ms - reading_ms);
+out:
+    sluice__lock_give(&sh->lock);
+    if (rc == SLUICE_ENOMEM) sluice__store_errf(&m->head, "out of memory");
     return rc;
+}
+
+/* Applies verb to q: a held key's FAST word, or its entry under the
+ * entry's lock; else (a key not held, moving, of another configuration)
+ * under the shard's lock. */
+static inline __attribute__((always_inline)) int verb_prepared(memory_store *m, prepared *q, int verb, int64_t cost,
+                                                               int64_t now_ms, sluice_decision *d) {
+    int64_t reading_ms = now_ms;
+    now_ms = sluice__store_time(&m->now_ms, now_ms); /* never backwards: the highest reading admitted at */
+    uint64_t seen = 0;
+    slot *s = find_slot(q->sh, q->h, q->nid, &q->k, &seen);
+    if (s && M_POLICY(seen) == q->pid) {
+        if (seen & M_FAST) {
+            if (fast_verb(m, q->sh, q->r, s, seen, verb, cost, now_ms, reading_ms, 1, d) == 0) return 0;
+        } else {
+            entry *e = entry_of(q->sh, s, seen, q->h, q->nid, q->pid, &q->k);
+            if (e) {
+                int rc = 0;
+                if (verb == VERB_ACQUIRE) {
+                    rc = decide(q->r, e, cost, now_ms, d);
+                    if (rc == 0) {
+                        e->ref = 1;
+                        count_decision(m, d);
+                        if (d->allowed) sluice__store_time_raise(&m->now_ms, now_ms);
+                    }
+                } else {
+                    entry_verb(q->r, q->sh, e, verb, cost, now_ms, d);
+                }
+                entry_unlock(e);
+                if (rc == SLUICE_ENOMEM) sluice__store_errf(&m->head, "out of memory");
+                if (rc == 0) sluice__decision_lag(d, now_ms - reading_ms);
+                return rc;
+            }
+        }
+    }
+    return verb_locked(m, q, verb, cost, now_ms, reading_ms, d);
 }
 
 static int mem_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t len,
@@ -183,89 +315,44 @@ static int mem_acquire_at(sluice_store *s, const sluice_policy *p, const void *k
     memory_store *m = (memory_store *)s;
     prepared q;
     int rc = prepare(m, p, key, len, &q);
-    return rc ? rc : acquire_prepared(m, q.pid, q.nid, q.r, &q.k, q.h, q.sh, cost, now_ms, d);
+    return rc ? rc : verb_prepared(m, &q, VERB_ACQUIRE, cost, now_ms, d);
 }
 
-/* The decision a fresh state of r gives cost at now_ms (a key not held). */
-static void fresh_peek(const registered *r, int64_t cost, int64_t now_ms, sluice_decision *d) {
-    sluice__state st[SLUICE_POLICY_MAX_PARTS];
-    for (size_t i = 0; i < r->policy.n_parts; i++) r->policy.algo[i]->init(&r->policy.params[i], &st[i]);
-    sluice__policy_peek(&r->policy, st, now_ms, cost, d);
-}
-
-/* A peek or refund of a one-part bucket kept inline, as decide() decides
- * it (a refund: the TAT back by cost, not below the reading; then a peek
- * of cost 1): 1, or 0 when its backlog does not fit 64 bits (the policy's
- * path then). The entry's lock is held. */
-static int bucket_verb(const registered *r, shard *sh, entry *e, sluice__verb verb, int64_t cost, int64_t now_ms,
-                       sluice_decision *d) {
-    const sluice__params *pp = &r->policy.params[0];
-    sluice__i128 ts = (sluice__i128)now_ms * pp->r, b = e->st.word - ts;
-    if (b > INT64_MAX) return 0;
-    if (verb == SLUICE__VERB_REFUND) {
-        sluice__gcra_refund(pp, (sluice__state *)(void *)&e->st.word, now_ms, cost);
-        b = e->st.word - ts;
-        fresh_by(sh, now_ms + (b > 0 ? sluice__gcra_ceil_r(pp, (int64_t)b) : 0));
-        cost = 1;
-    }
-    int64_t backlog = b > 0 ? (int64_t)b : 0;
-    if (sluice__gcra_room(pp, backlog, cost)) sluice__gcra_allowed(pp, backlog, backlog + cost * pp->p, r->gcra, d);
-    else sluice__gcra_denied(pp, backlog, cost, d);
-    return 1;
-}
-
-/* Peek, refund, reset: the key's entry found as a decision finds it (none
- * is ever added), converted when another configuration of the name keeps
- * it; a reset removes it under the shard's lock. Nothing moves store time. */
+/* Peek and refund as a decision finds the key (none is ever added); a
+ * reset removes it, whichever configuration of the name keeps it, under
+ * the shard's lock. Nothing moves store time. */
 static int mem_operate_at(sluice_store *s, const sluice_policy *p, const void *key, size_t len, sluice__verb verb,
                           int64_t cost, int64_t now_ms, sluice_decision *d) {
     memory_store *m = (memory_store *)s;
     prepared q;
     int rc = prepare(m, p, key, len, &q);
     if (rc) return rc;
+    if (verb != SLUICE__VERB_RESET) return verb_prepared(m, &q, (int)verb, cost, now_ms, d);
     int64_t reading_ms = now_ms;
     now_ms = sluice__store_time(&m->now_ms, now_ms);
-    entry *e = verb == SLUICE__VERB_RESET ? NULL : find_locked(q.sh, q.h, q.nid, &q.k);
-    if (!e) { /* under the shard's lock the answer is exact */
-        sluice__lock_take(&q.sh->lock);
-        if (now_ms < q.sh->now_ms) now_ms = q.sh->now_ms;
-        e = find_locked(q.sh, q.h, q.nid, &q.k);
-        if (e && verb == SLUICE__VERB_RESET) {
-            sluice__mem_remove(m, q.sh, e);
-            e = NULL;
-        }
-        sluice__lock_give(&q.sh->lock);
+    sluice__lock_take(&q.sh->lock);
+    if (now_ms < q.sh->now_ms) now_ms = q.sh->now_ms;
+    uint32_t i;
+    slot *sl = sluice__mem_find_locked(q.sh, q.h, q.nid, &q.k, &i);
+    if (sl) {
+        if (!(atomic_load_explicit(&sl->st.hi, memory_order_acquire) & M_FAST))
+            entry_lock(entry_at(q.sh, (uint32_t)atomic_load_explicit(&sl->st.lo, memory_order_relaxed)));
+        sluice__mem_remove(m, q.sh, i);
     }
-    if (e && e->policy != q.pid + 1 && (rc = convert(m, q.sh, e, q.r, q.pid, now_ms)) != 0) {
-        entry_unlock(e);
-        sluice__store_errf(s, "out of memory");
-        return rc;
-    }
-    int64_t asked = verb == SLUICE__VERB_PEEK ? cost : 1;
-    if (!e) {
-        fresh_peek(q.r, asked, now_ms, d);
-    } else if (q.r->gcra >= 0 && bucket_verb(q.r, q.sh, e, verb, cost, now_ms, d)) {
-        entry_unlock(e);
-    } else {
-        sluice__state tmp, *st = parts_of(q.r, e, &tmp);
-        if (verb == SLUICE__VERB_REFUND) {
-            sluice__policy_refund(&q.r->policy, st, now_ms, cost);
-            if (st == &tmp) memcpy(&e->st.word, &tmp, sizeof e->st.word);
-            fresh_by(q.sh, now_ms + sluice__policy_reset_ms(&q.r->policy, st, now_ms));
-        }
-        sluice__policy_peek(&q.r->policy, st, now_ms, asked, d);
-        entry_unlock(e);
-    }
+    sluice__lock_give(&q.sh->lock);
+    sluice__state st[SLUICE_POLICY_MAX_PARTS];
+    for (size_t k = 0; k < q.r->policy.n_parts; k++) q.r->policy.algo[k]->init(&q.r->policy.params[k], &st[k]);
+    sluice__policy_peek(&q.r->policy, st, now_ms, 1, d);
     sluice__decision_lag(d, now_ms - reading_ms);
     return 0;
 }
 
 /* A batch, decided in order as one acquire_at each, BATCH requests at a
- * time: their keys hashed first and their index slots, then their entries,
- * fetched into the cache ahead (prefetch: a hint, so whatever changes
- * meanwhile, each decision finds its key as acquire_at would). With many
- * keys, a decision's cache misses then overlap the others' instead of
- * following them. */
+ * time: their keys hashed first and their home slots fetched into the
+ * cache ahead (prefetch: a hint, so whatever changes meanwhile, each
+ * decision finds its key as acquire_at would). With many keys, a
+ * decision's cache miss then overlaps the others' instead of following
+ * them. */
 #define BATCH 16
 static void mem_acquire_many(sluice_store *s, const sluice_request *reqs, size_t n, int64_t now_ms,
                              sluice_decision *out, int *results) {
@@ -278,17 +365,11 @@ static void mem_acquire_many(sluice_store *s, const sluice_request *reqs, size_t
             const sluice_request *rq = &reqs[base + i];
             if (results[base + i]) continue;
             results[base + i] = prepare(m, rq->policy, rq->key, rq->key_len, &q[i]);
-            if (!results[base + i]) __builtin_prefetch(&q[i].sh->index[q[i].h & q[i].sh->mask]);
-        }
-        for (size_t i = 0; i < g; i++) {
-            if (results[base + i]) continue;
-            uint32_t v = slot_at(q[i].sh, (uint32_t)q[i].h & q[i].sh->mask);
-            if (v && (v >> 24) == TAG(q[i].h)) __builtin_prefetch(&q[i].sh->entries[SLOT_ENTRY(v)], 1);
+            if (!results[base + i]) __builtin_prefetch(&q[i].sh->slots[home_of(q[i].sh, q[i].h)], 1);
         }
         for (size_t i = 0; i < g; i++)
             if (!results[base + i])
-                results[base + i] = acquire_prepared(m, q[i].pid, q[i].nid, q[i].r, &q[i].k, q[i].h, q[i].sh,
-                                                     reqs[base + i].cost, now_ms, &out[base + i]);
+                results[base + i] = verb_prepared(m, &q[i], VERB_ACQUIRE, reqs[base + i].cost, now_ms, &out[base + i]);
     }
 }
 
@@ -317,11 +398,7 @@ static void mem_close(sluice_store *s) {
     memory_store *m = (memory_store *)s;
     if (m->shards) {
         for (size_t i = 0; i < ((size_t)1 << m->shard_bits); i++) {
-            shard *sh = &m->shards[i];
-            for (uint32_t k = 0; sh->entries && k < sh->top; k++)
-                if (sh->entries[k].policy) sluice__mem_release(m, &sh->entries[k]);
-            free(sh->index);
-            free(sh->entries);
+            sluice__mem_shard_free(m, &m->shards[i]);
         }
         free(m->shards);
     }
@@ -361,9 +438,11 @@ static int mem_open(const sluice__store_config *cfg, sluice_store **out, char *e
     m->policies.word_offset = offsetof(registered, name_id);
     sluice__random_words(m->seed, sizeof m->seed / sizeof m->seed[0]);
     m->aes = sluice__aeshash_available();
+    m->cas16 = sluice__cas16_lock_free();
+    atomic_init(&m->epoch_ms, EPOCH_UNSET);
     unsigned bits = 0;
     while (bits < 6 && (max_keys >> (bits + 1)) >= SHARD_KEYS_MIN) bits++;
-    while (((uint64_t)max_keys >> bits) > ENTRY_MAX) bits++;
+    while (((uint64_t)max_keys >> bits) > UINT32_MAX / 2) bits++; /* slots of a shard: 32-bit indexes */
     m->shard_bits = bits;
     size_t n = (size_t)1 << bits;
     m->shards = aligned_alloc(64, n * sizeof(shard));
@@ -374,12 +453,13 @@ static int mem_open(const sluice__store_config *cfg, sluice_store **out, char *e
         sh->cap = (uint32_t)(max_keys / (int64_t)n + ((int64_t)i < max_keys % (int64_t)n));
         atomic_init(&sh->next_fresh_ms, INT64_MIN);
         sh->now_ms = SLUICE_TIME_MIN_MS;
-        uint32_t slots = 2;
-        while (slots < 2 * (uint64_t)sh->cap) slots *= 2;
-        sh->mask = slots - 1;
-        sh->index = calloc(slots, sizeof *sh->index);
-        sh->entries = calloc(sh->cap ? sh->cap : 1, sizeof *sh->entries);
-        if (!sh->index || !sh->entries) goto nomem;
+        sh->n_slots = sh->cap + sh->cap / 4 * 3 + 2; /* at least one slot always empty: probes end */
+        /* zeroed by the system as pages are first touched: calloc, aligned
+         * here to a line (two slots a line) */
+        sh->slots_mem = calloc((size_t)sh->n_slots * sizeof(slot) + 64, 1);
+        sh->chunks = calloc(sh->cap / CHUNK_ENTRIES + 2, sizeof *sh->chunks);
+        if (!sh->slots_mem || !sh->chunks) goto nomem;
+        sh->slots = (slot *)(((uintptr_t)sh->slots_mem + 63) & ~(uintptr_t)63);
     }
     *out = &m->head;
     return 0;
@@ -387,6 +467,12 @@ nomem:
     mem_close(&m->head);
     sluice__errf(err, errlen, "out of memory for max_keys=%lld", (long long)max_keys);
     return SLUICE_ENOMEM;
+}
+
+void sluice__memory_store_seed(sluice_store *s, uint64_t seed) {
+    memory_store *m = (memory_store *)s;
+    for (size_t i = 0; i < sizeof m->seed / sizeof m->seed[0]; i++)
+        m->seed[i] = seed = seed * UINT64_C(6364136223846793005) + UINT64_C(1442695040888963407);
 }
 
 void sluice__memory_store_collide(sluice_store *s) {
@@ -397,11 +483,11 @@ int sluice__memory_store_holds(sluice_store *s, const sluice_policy *p, const vo
     memory_store *m = (memory_store *)s;
     prepared q;
     if (prepare(m, p, key, len, &q)) return 0;
+    uint32_t i;
     sluice__lock_take(&q.sh->lock);
-    entry *e = find_locked(q.sh, q.h, q.nid, &q.k);
-    if (e) entry_unlock(e);
+    slot *sl = sluice__mem_find_locked(q.sh, q.h, q.nid, &q.k, &i);
     sluice__lock_give(&q.sh->lock);
-    return e != NULL;
+    return sl != NULL;
 }
 
 const sluice__store_ops sluice__memory_store = {

@@ -110,6 +110,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pair.h"
+
 #define SHM_MAGIC "SLUICEM1"
 #define SHM_MAGIC_SETUP "SLUICEM~" /* a set-up under way: it may be redone */
 #define SHM_LAYOUT_VERSION 5
@@ -168,11 +170,8 @@ typedef struct {
 } shm_bucket_head;
 #define SHM_ALLOCATED 1u /* the bucket's slots have their pages */
 
-/* Two 64-bit words changed together by a 16-byte compare-and-swap. */
-typedef struct {
-    _Alignas(16) _Atomic uint64_t lo;
-    _Atomic uint64_t hi;
-} shm_pair;
+/* Two 64-bit words changed together by a 16-byte compare-and-swap (pair.h). */
+typedef sluice__pair shm_pair;
 
 /* What a decision reads first: a FAST key with a key of up to 16 bytes is
  * decided on this one line. */

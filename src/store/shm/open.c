@@ -24,7 +24,7 @@
 #define _GNU_SOURCE
 #include "shm.h"
 
-#include "cas16.h"
+#include "pair.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -291,7 +291,7 @@ int sluice__shm_open(const sluice__store_config *cfg, sluice_store **out, char *
     m->fd = -1;
     memcpy(m->path, cfg->path, cfg->path_len);
     const char *path = m->path;
-    if (!shm_cas16_lock_free()) {
+    if (!sluice__cas16_lock_free()) {
         sluice__errf(err, errlen, "shm:%s: this CPU has no 16-byte compare-and-swap instruction, which "
                      "the shm store's lock-free updates need", path);
         rc = SLUICE_EINVAL;

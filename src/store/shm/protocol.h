@@ -9,7 +9,7 @@
 
 #include "shm.h"
 
-#include "cas16.h"
+#include "pair.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -68,8 +68,8 @@ static inline void copy_write(copies c, uint64_t v, const uint64_t *buf, size_t 
     shm_pair *w = c.base + (v & 1) * c.stride;
     for (size_t i = 0; i < n; i++) {
         uint64_t lo, hi;
-        do shm_pair_read(&w[i], &lo, &hi);
-        while (hi < v && !shm_cas16(&w[i], lo, hi, buf[i], v));
+        do sluice__pair_read(&w[i], &lo, &hi);
+        while (hi < v && !sluice__cas16(&w[i], lo, hi, buf[i], v));
     }
 }
 

@@ -37,7 +37,7 @@
  * meanwhile. With the buckets' locks held. */
 static int drop(const shm_store *m, shm_slot *sl, uint64_t c, uint64_t lo, uint64_t hi) {
     uint64_t d = SHM_CHANGE(SHM_VERSION(c) + 1, SHM_KIND_DROP, 0);
-    if (!shm_cas16(&shm_tail_of(m, sl)->change, lo, hi, 0, d)) return 0;
+    if (!sluice__cas16(&shm_tail_of(m, sl)->change, lo, hi, 0, d)) return 0;
     publish(sl, c, d);
     return 1;
 }
@@ -114,7 +114,7 @@ int sluice__shm_convert(const shm_store *m, const shm_policy *sp, shm_slot *sl, 
     if (!cp.base || !sp->fast) return DAMAGED;
     for (;;) {
         uint64_t w, c;
-        shm_pair_read(&sl->head, &w, &c);
+        sluice__pair_read(&sl->head, &w, &c);
         if ((c & (SHM_LIVE | SHM_FAST)) != (SHM_LIVE | SHM_FAST)) return 0;
         uint64_t v = SHM_VERSION(c) + 1;
         int64_t born_ms = atomic_load_explicit(&sl->born_ms, memory_order_relaxed);
@@ -129,8 +129,8 @@ int sluice__shm_convert(const shm_store *m, const shm_policy *sp, shm_slot *sl, 
         int64_t fresh_at = peek.reset_ms ? now + peek.reset_ms : INT64_MIN;
         copy_write(cp, v, buf, sp->words);
         STEP(5);
-        shm_pair_set(&shm_tail_of(m, sl)->change, (uint64_t)fresh_at, SHM_CHANGE(v, SHM_KIND_SETTLED, 0));
-        if (shm_cas16(&sl->head, w, c, 0, SHM_CTRL_WORD(v, SHM_LIVE))) return 0;
+        sluice__pair_set(&shm_tail_of(m, sl)->change, (uint64_t)fresh_at, SHM_CHANGE(v, SHM_KIND_SETTLED, 0));
+        if (sluice__cas16(&sl->head, w, c, 0, SHM_CTRL_WORD(v, SHM_LIVE))) return 0;
     }
 }
 
@@ -138,7 +138,7 @@ int sluice__shm_convert(const shm_store *m, const shm_policy *sp, shm_slot *sl, 
 
 /* Drops the FAST key {w, c} (as drop() does the others'). */
 static int drop_fast(shm_slot *sl, uint64_t w, uint64_t c) {
-    return shm_cas16(&sl->head, w, c, w, SHM_CTRL_WORD(SHM_VERSION(c) + 1, 0));
+    return sluice__cas16(&sl->head, w, c, w, SHM_CTRL_WORD(SHM_VERSION(c) + 1, 0));
 }
 
 /* Drops the key read at control word c and {lo, hi} (a FAST key's head,
@@ -173,13 +173,13 @@ static int slot_state(const shm_store *m, shm_slot *sl, int64_t now_ms, uint64_t
     if (!(*c & SHM_LIVE)) return SLOT_FREE;
     if (*c & SHM_FAST) {
         uint64_t c0 = *c;
-        shm_pair_read(&sl->head, lo, c);
+        sluice__pair_read(&sl->head, lo, c);
         if (*c != c0) return SLOT_MOVED;
         *hi = 0;
         int64_t unit = atomic_load_explicit(&shm_tail_of(m, sl)->unit, memory_order_relaxed);
         return fast_fresh(sl, unit, *lo, now_ms) == 1 ? SLOT_FRESH : SLOT_USED; /* damaged (-1): never fresh */
     }
-    shm_pair_read(&shm_tail_of(m, sl)->change, lo, hi);
+    sluice__pair_read(&shm_tail_of(m, sl)->change, lo, hi);
     uint64_t v = SHM_VERSION(*c);
     unsigned kind = SHM_CHANGE_KIND(*hi);
     if (SHM_CHANGE_VERSION(*hi) == (uint32_t)(v + 1)) { /* a change pending */
@@ -326,12 +326,12 @@ int sluice__shm_add_key(shm_store *m, const located *q, const uint64_t *kw, size
         atomic_store_explicit(&sl->algo, (uint32_t)sp->policy.parts[0].algorithm, memory_order_relaxed);
         atomic_store_explicit(&shm_tail_of(m, sl)->unit, sp->fast_unit, memory_order_relaxed);
         STEP(4);
-        shm_pair_set(&sl->head, word, SHM_CTRL_WORD(v, SHM_FAST | SHM_LIVE));
+        sluice__pair_set(&sl->head, word, SHM_CTRL_WORD(v, SHM_FAST | SHM_LIVE));
     } else {
         if (!init) sluice__shm_fresh_states(sp, (uint8_t *)buf);
         copy_write(copies_of(m, sp, sl), v, init ? init : buf, sp->words);
         STEP(4);
-        shm_pair_set(&shm_tail_of(m, sl)->change, (uint64_t)fresh_at, SHM_CHANGE(v, SHM_KIND_SETTLED, 0));
+        sluice__pair_set(&shm_tail_of(m, sl)->change, (uint64_t)fresh_at, SHM_CHANGE(v, SHM_KIND_SETTLED, 0));
         atomic_store_explicit(SHM_CTRL(sl), SHM_CTRL_WORD(v, SHM_LIVE), memory_order_release);
     }
     live_set(bh, i, 1);
@@ -382,7 +382,7 @@ static int read_key(const shm_store *m, const shm_policy *o, shm_slot *sl, uint6
     if (!(c0 & SHM_LIVE)) return NOT_HELD;
     if (c0 & SHM_FAST) {
         if (!o->fast) return DAMAGED;
-        shm_pair_read(&sl->head, lo, c);
+        sluice__pair_read(&sl->head, lo, c);
         if (*c != c0) return AGAIN;
         *hi = 0;
         o->policy.algo[0]->word_state(o->fast_unit, *lo, atomic_load_explicit(&sl->born_ms, memory_order_relaxed), st);
@@ -392,13 +392,13 @@ static int read_key(const shm_store *m, const shm_policy *o, shm_slot *sl, uint6
     copies cp = copies_of(m, o, sl);
     if (!cp.base) return DAMAGED;
     uint64_t v = SHM_VERSION(c0), lo2, hi2;
-    shm_pair_read(&shm_tail_of(m, sl)->change, lo, hi);
+    sluice__pair_read(&shm_tail_of(m, sl)->change, lo, hi);
     if (SHM_CHANGE_VERSION(*hi) == (uint32_t)(v + 1)) /* a change to finish first */
         sluice__shm_finish(m, o, sl, cp, c0, *lo, *hi, obuf);
     else if (SHM_CHANGE_VERSION(*hi) == (uint32_t)v && SHM_CHANGE_KIND(*hi) == SHM_KIND_SETTLED &&
              copy_read(cp, v, obuf, o->words) && atomic_load_explicit(SHM_CTRL(sl), memory_order_acquire) == c0)
         return sluice__shm_load_states(o, (uint8_t *)obuf, st) ? DAMAGED : 0;
-    shm_pair_read(&shm_tail_of(m, sl)->change, &lo2, &hi2);
+    sluice__pair_read(&shm_tail_of(m, sl)->change, &lo2, &hi2);
     return atomic_load_explicit(SHM_CTRL(sl), memory_order_acquire) != c0 || lo2 != *lo || hi2 != *hi ? AGAIN
                                                                                                        : DAMAGED;
 }
@@ -460,11 +460,11 @@ void sluice__shm_forget(shm_store *m, const located *q, const uint64_t *kw, size
         if (!(c & SHM_LIVE)) return;
         if (c & SHM_FAST) {
             uint64_t c2;
-            shm_pair_read(&sl->head, &lo, &c2);
+            sluice__pair_read(&sl->head, &lo, &c2);
             if (c2 != c) continue;
             hi = 0;
         } else {
-            shm_pair_read(&shm_tail_of(m, sl)->change, &lo, &hi);
+            sluice__pair_read(&shm_tail_of(m, sl)->change, &lo, &hi);
             /* a settle or drop pending: published first; an admission
              * pending is dropped with the key (as if it came first) */
             if (SHM_CHANGE_VERSION(hi) == (uint32_t)(SHM_VERSION(c) + 1) && SHM_CHANGE_KIND(hi) != SHM_KIND_ADMIT) {

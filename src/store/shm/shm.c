@@ -60,10 +60,12 @@
  * limit only through values that look like valid states).
  *
  * The table's shape (adding keys, making room, under locks) is room.c's;
- * Time is the store's clock (by default CLOCK_MONOTONIC, one clock for
- * every process of the host); the store's time is the highest reading any
- * process admitted at (never backwards), and the boot id detects a reboot,
- * after which the file starts fresh (open.c). */
+ * Time is the store's clock (by default CLOCK_MONOTONIC's ms, one clock for
+ * every process of the host: a process reading it from the TSC may be one
+ * ms apart from another only within 75 us of a ms boundary); the store's
+ * time is the highest reading any process admitted at (never backwards),
+ * and the boot id detects a reboot, after which the file starts fresh
+ * (open.c). */
 #define _GNU_SOURCE
 #include "protocol.h"
 
@@ -124,8 +126,8 @@ void sluice__shm_finish(const shm_store *m, const shm_policy *sp, shm_slot *sl, 
             return; /* not its maker's change: the caller finds no progress (damaged) */
         copy_write(cp, SHM_VERSION(c) + 1, buf, sp->words);
         uint64_t settled = SHM_CHANGE(SHM_VERSION(c) + 1, SHM_KIND_SETTLED, 0);
-        if (shm_cas16(&shm_tail_of(m, sl)->change, lo, hi, (uint64_t)fresh_at, settled)) hi = settled;
-        else shm_pair_read(&shm_tail_of(m, sl)->change, &lo, &hi); /* settled by another, or dropped */
+        if (sluice__cas16(&shm_tail_of(m, sl)->change, lo, hi, (uint64_t)fresh_at, settled)) hi = settled;
+        else sluice__pair_read(&shm_tail_of(m, sl)->change, &lo, &hi); /* settled by another, or dropped */
     }
     publish(sl, c, hi);
 }
@@ -188,7 +190,7 @@ static int decide_fast(shm_store *m, const shm_policy *sp, shm_slot *sl, const u
         uint64_t w = atomic_load_explicit(&sl->head.lo, memory_order_acquire);
         uint64_t c = atomic_load_explicit(&sl->head.hi, memory_order_acquire);
         if (c != seen) { /* else w was read between two equal readings of c: of version c */
-            shm_pair_read(&sl->head, &w, &c);
+            sluice__pair_read(&sl->head, &w, &c);
             if (!(c & SHM_LIVE) || !holds(sl, sp->fp, kw, len)) return NOT_HELD;
         }
         if (!(c & SHM_FAST)) return AGAIN;
@@ -220,7 +222,7 @@ static int decide_fast(shm_store *m, const shm_policy *sp, shm_slot *sl, const u
         if (verb == VERB_ACQUIRE && admit) nw = after;
         if (verb != SLUICE__VERB_PEEK) touch(sl, now);
         if (nw != w) {
-            if (!shm_cas16(&sl->head, w, c, nw, c + SHM_CTRL_WORD(1, 0))) continue;
+            if (!sluice__cas16(&sl->head, w, c, nw, c + SHM_CTRL_WORD(1, 0))) continue;
         } else {
             /* no CAS vouches for what was read: the key, born_ms and word
              * it was worked out from are this key's only if the control
@@ -267,12 +269,12 @@ static int decide_held(shm_store *m, const shm_policy *sp, shm_slot *sl, const u
         copies cp = copies_of(m, sp, sl);
         if (!cp.base) return DAMAGED;
         uint64_t v = SHM_VERSION(c);
-        shm_pair_read(&shm_tail_of(m, sl)->change, &lo, &hi);
+        sluice__pair_read(&shm_tail_of(m, sl)->change, &lo, &hi);
         int moved = 0; /* whether c or the change moved since they were read */
         if (SHM_CHANGE_VERSION(hi) == (uint32_t)(v + 1)) { /* another's change: finish it first */
             sluice__shm_finish(m, sp, sl, cp, c, lo, hi, buf);
             uint64_t lo2, hi2;
-            shm_pair_read(&shm_tail_of(m, sl)->change, &lo2, &hi2);
+            sluice__pair_read(&shm_tail_of(m, sl)->change, &lo2, &hi2);
             moved = atomic_load_explicit(SHM_CTRL(sl), memory_order_acquire) != c || lo2 != lo || hi2 != hi;
             if (moved) continue;
             return DAMAGED; /* a change nobody can finish */
@@ -281,7 +283,7 @@ static int decide_held(shm_store *m, const shm_policy *sp, shm_slot *sl, const u
             !copy_read(cp, v, buf, sp->words) || atomic_load_explicit(SHM_CTRL(sl), memory_order_acquire) != c) {
             if (atomic_load_explicit(SHM_CTRL(sl), memory_order_acquire) != c) continue;
             uint64_t lo2, hi2;
-            shm_pair_read(&shm_tail_of(m, sl)->change, &lo2, &hi2);
+            sluice__pair_read(&shm_tail_of(m, sl)->change, &lo2, &hi2);
             if (lo2 != lo || hi2 != hi) continue; /* a change came meanwhile */
             return DAMAGED; /* its change or its copy is not of its version */
         }
@@ -302,7 +304,7 @@ static int decide_held(shm_store *m, const shm_policy *sp, shm_slot *sl, const u
         if (refund || d->allowed) {
             uint64_t at = (uint64_t)(now - SLUICE_TIME_MIN_MS) | (refund ? SHM_REFUND : 0);
             uint64_t mine = SHM_CHANGE(v + 1, SHM_KIND_ADMIT, cost);
-            if (!shm_cas16(&shm_tail_of(m, sl)->change, lo, hi, at, mine)) continue; /* another change came first */
+            if (!sluice__cas16(&shm_tail_of(m, sl)->change, lo, hi, at, mine)) continue; /* another change came first */
             /* the change is decided: write it, say so, publish (a drop
              * that replaced it meanwhile counts as coming after it) */
             if (!refund) COUNT(m, allowed);
@@ -310,8 +312,8 @@ static int decide_held(shm_store *m, const shm_policy *sp, shm_slot *sl, const u
             copy_write(cp, v + 1, buf, sp->words);
             STEP(2);
             uint64_t settled = SHM_CHANGE(v + 1, SHM_KIND_SETTLED, 0);
-            if (shm_cas16(&shm_tail_of(m, sl)->change, at, mine, (uint64_t)fresh_at, settled)) hi = settled;
-            else shm_pair_read(&shm_tail_of(m, sl)->change, &lo, &hi);
+            if (sluice__cas16(&shm_tail_of(m, sl)->change, at, mine, (uint64_t)fresh_at, settled)) hi = settled;
+            else sluice__pair_read(&shm_tail_of(m, sl)->change, &lo, &hi);
             STEP(3);
             publish(sl, c, hi);
             if (!refund) sluice__store_time_raise(&m->hdr->now_ms, now);
