@@ -2453,7 +2453,7 @@ static void mix_body(int port) {
     };
     for (size_t k = 0; k < sizeof mix_specs / sizeof mix_specs[0]; k++) {
         char url[256], params[64];
-        snprintf(params, sizeof params, "clock=client&prefix=mix%zu:", k);
+        snprintf(params, sizeof params, "clock=client&timeout_ms=10000&prefix=mix%zu:", k); /* as the racers */
         sluice_store *s = open_store(url_of(url, sizeof url, port, params), NULL);
         sluice_policy *p = policy("mix", mix_specs[k]);
         REQUIRE(s && p);
