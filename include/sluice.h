@@ -464,8 +464,10 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  *             within connect_timeout_ms + timeout_ms, and fails with
  *             SLUICE_ESTORE, naming the server, when one does not answer)
  * The Redis store decides in one round trip (a server-side script, the same
- * exact arithmetic in Lua) and gives every key an expiry equal to the time
- * until it is fresh again. Lua's numbers are doubles: it refuses
+ * exact arithmetic in Lua; a key it must convert from another configuration
+ * of the policy's name that has sliding-log parts where this one has none
+ * takes two, once) and gives every key an expiry equal to the time until
+ * it is fresh again, shadow parts included. Lua's numbers are doubles: it refuses
  * (SLUICE_EINVAL) a policy whose arithmetic could pass 2^53 (a bucket's
  * tau = capacity * p, or a sliding window's limit times its window, above
  * 2^51, in the scaled units of docs/semantics.md), and client-clock

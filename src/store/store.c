@@ -81,10 +81,6 @@ static int operate(sluice_store *s, const sluice_policy *p, const void *key, siz
     int64_t checked_cost = verb == SLUICE__VERB_RESET ? 1 : cost;
     if (!request_ok(p, key, key_len, checked_cost, now_ms))
         return check_request(s, p, key, key_len, checked_cost, now_ms);
-    if (!s->ops->operate_at) { /* TEMPORARY until every kind has the verbs */
-        sluice__store_errf(s, "%s: no peek, refund or reset yet", s->ops->scheme);
-        return SLUICE_EINVAL;
-    }
     sluice_decision ignored;
     return s->ops->operate_at(s, p, key, key_len, verb, cost, now_ms, out ? out : &ignored);
 }
