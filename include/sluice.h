@@ -428,7 +428,7 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  *             buckets, and a dead owner's lock is taken over. The file
  *             takes about 80 + key_bytes + 4 * state_bytes bytes per key
  *             of capacity, plus overflow_bytes, sparse: the pages every
- *             lookup reads (4 bytes a key of capacity, 80 KB of counters)
+ *             lookup reads (4 bytes a key of capacity, 75 KB of counters)
  *             are the filesystem's at once, a bucket's slots when its
  *             first key comes, an overflow block when a key takes it; a
  *             filesystem that has no pages left makes the new key

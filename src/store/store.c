@@ -295,10 +295,6 @@ static int async_call(sluice_store *s, const sluice_policy *p, const void *key, 
         return s->ops->async_at(s, p, key, key_len, verb, cost, now_ms, cb, user);
     }
     if (async_missing(s)) return SLUICE_EINVAL;
-    if (verb != SLUICE__VERB_ACQUIRE && !s->ops->operate_at) { /* TEMPORARY, as operate()'s */
-        sluice__store_errf(s, "%s: no peek, refund or reset yet", s->ops->scheme);
-        return SLUICE_EINVAL;
-    }
     sluice_decision d;
     int rc = verb == SLUICE__VERB_ACQUIRE ? s->ops->acquire_at(s, p, key, key_len, cost, now_ms, &d)
                                           : s->ops->operate_at(s, p, key, key_len, verb, cost, now_ms, &d);
