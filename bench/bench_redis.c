@@ -49,6 +49,11 @@
  *            sluice_store_acquire_many of 16 requests per call (16 decisions
  *            per pipelined round trip); "redis://127.0.0.1:P" (the server's
  *            clock, the default) and "...?clock=client".
+ *  verbs     sluice_store_peek and sluice_store_refund of cost 1 in a loop
+ *            on the same keys of the same store as the acquire row (server
+ *            clock): one round trip each; every key holds a backlog of 10^6
+ *            (taken at the warm-up), so every refund gives a token back and
+ *            writes the state.
  *  where the time goes (server clock):
  *            redis-benchmark EVALSHA of sluice's own decide.lua with the
  *            same arguments (script cost, under the ceiling's client); a
@@ -77,7 +82,8 @@
  * Goals (the issue's, informational, PASS/MISS), with the server's clock,
  * the default: sluice_store_acquire >= 0.9x the decisions per second of the
  * small script's EVALSHA -P 1, and sluice_store_acquire_many of 16 >= 0.8x
- * its -P 16. A ratio is the median of the per-round ratios (each pair runs
+ * its -P 16; a peek and a refund each within 1.2x of the acquire's time
+ * (>= 0.83x its calls per second). A ratio is the median of the per-round ratios (each pair runs
  * back to back), printed with their range. The same ratios with
  * clock=client, and against decide.lua under redis-benchmark and the plain
  * hiredis loop, follow (not goals).
@@ -147,9 +153,10 @@ enum { N_RUNS = 7, N_KEYS = 4096, ORDER_LEN = 1 << 16, BATCH = 16 };
 #define PERIOD_MS 3600000
 
 /* A decision in the fewest lines that still do what decide.lua does for a
- * token bucket: clock, GET, GCRA arithmetic, SET PX, 8 integers back. ARGV
- * as decide.lua's: now ("" = TIME), cost, ttl grace, algorithm, limit, p, r
- * (1 ms = r units, 1 token = p units). The state is one number, the
+ * token bucket: clock, GET, GCRA arithmetic, SET PX, 8 integers back. ARGV:
+ * now ("" = TIME), cost, ttl grace as decide.lua's, then algorithm, limit,
+ * p, r (1 ms = r units, 1 token = p units; decide.lua has them in its
+ * ARGV[4], the configuration's text). The state is one number, the
  * theoretical arrival time in ms. */
 static const char SMALL_LUA[] =
     "local now\n"
@@ -530,7 +537,7 @@ static double rb_start_cpu_ns; /* redis-benchmark's CPU for a run of one request
 /* Cases                                                                     */
 /* ------------------------------------------------------------------------ */
 
-typedef enum { K_RB, K_ONE, K_MANY, K_RAW } kind;
+typedef enum { K_RB, K_ONE, K_MANY, K_RAW, K_PEEK, K_REFUND } kind;
 
 typedef struct {
     const char *label;
@@ -541,9 +548,10 @@ typedef struct {
     const char *rb_args[16];
     /* K_ONE, K_MANY */
     sluice_store *store;
-    /* K_RAW: argv per key */
+    /* K_RAW: argv per key, raw_argc of them */
     const char *(*raw_argv)[11];
     size_t (*raw_lens)[11];
+    int raw_argc;
     /* state */
     uint64_t n;      /* decisions per run */
     unsigned cursor; /* next index in order[] */
@@ -583,6 +591,22 @@ static uint64_t run_one(bcase *c, uint64_t n) {
     return bad;
 }
 
+/* Peeks or refunds of cost 1: every peek an admission (a bucket far from
+ * empty), every refund one token back. */
+static uint64_t run_verb(bcase *c, uint64_t n) {
+    uint64_t bad = 0;
+    sluice_decision d;
+    unsigned at = c->cursor;
+    for (uint64_t i = 0; i < n; i++) {
+        const char *key = keys[order[at++ & (ORDER_LEN - 1)]];
+        int rc = c->k == K_PEEK ? sluice_store_peek(c->store, policy, key, 16, 1, &d)
+                                : sluice_store_refund(c->store, policy, key, 16, 1, &d);
+        if (rc || !d.allowed || !d.enforced) report_decision(c, rc, &d, c->store, &bad);
+    }
+    c->cursor = at;
+    return bad;
+}
+
 static uint64_t run_many(bcase *c, uint64_t n) {
     uint64_t bad = 0;
     sluice_request reqs[BATCH];
@@ -602,9 +626,9 @@ static uint64_t run_many(bcase *c, uint64_t n) {
 }
 
 /* A reply of the decision scripts (the small one's 8 integers, decide.lua's
- * 9), the first 1 (admitted). */
+ * 10), the first 1 (admitted). */
 static int reply_ok(const redisReply *r) {
-    return r && r->type == REDIS_REPLY_ARRAY && (r->elements == 8 || r->elements == 9) &&
+    return r && r->type == REDIS_REPLY_ARRAY && (r->elements == 8 || r->elements == 10) &&
            r->element[0]->type == REDIS_REPLY_INTEGER && r->element[0]->integer == 1;
 }
 
@@ -616,7 +640,7 @@ static uint64_t run_raw(bcase *c, uint64_t n) {
     if (c->pipeline == 1) {
         for (uint64_t i = 0; i < n; i++) {
             unsigned k = order[at++ & (ORDER_LEN - 1)];
-            redisReply *r = redisCommandArgv(raw_conn, 11, c->raw_argv[k], c->raw_lens[k]);
+            redisReply *r = redisCommandArgv(raw_conn, c->raw_argc, c->raw_argv[k], c->raw_lens[k]);
             if (!reply_ok(r)) bad++;
             if (!r) {
                 fprintf(stderr, "bench_redis: %s: %s\n", c->label, raw_conn->errstr);
@@ -628,7 +652,7 @@ static uint64_t run_raw(bcase *c, uint64_t n) {
         for (uint64_t i = 0; i < n; i += BATCH) {
             for (int j = 0; j < BATCH; j++) {
                 unsigned k = order[(at + (unsigned)j) & (ORDER_LEN - 1)];
-                redisAppendCommandArgv(raw_conn, 11, c->raw_argv[k], c->raw_lens[k]);
+                redisAppendCommandArgv(raw_conn, c->raw_argc, c->raw_argv[k], c->raw_lens[k]);
             }
             at += BATCH;
             for (int j = 0; j < BATCH; j++) {
@@ -686,6 +710,7 @@ static void run_case(bcase *c, uint64_t n, sample *s) {
         int64_t cpu0 = thread_cpu_ns(), t0 = now_ns();
         if (c->k == K_ONE) bad = run_one(c, n);
         else if (c->k == K_MANY) bad = run_many(c, n);
+        else if (c->k == K_PEEK || c->k == K_REFUND) bad = run_verb(c, n);
         else bad = run_raw(c, n);
         int64_t t1 = now_ns(), cpu1 = thread_cpu_ns();
         if (bad) {
@@ -803,14 +828,14 @@ static sluice_store *open_store(const char *query) {
     return s;
 }
 
-/* Decides every key once, in key order, so no timed decision meets a fresh
- * key. */
-static void warm_store(sluice_store *s) {
+/* Decides every key once (cost cost), in key order, so no timed decision
+ * meets a fresh key. */
+static void warm_store(sluice_store *s, int64_t cost) {
     for (int i = 0; i < N_KEYS; i += BATCH) {
         sluice_request reqs[BATCH];
         sluice_decision d[BATCH];
         int results[BATCH];
-        for (int j = 0; j < BATCH; j++) reqs[j] = (sluice_request){policy, keys[i + j], 16, 1};
+        for (int j = 0; j < BATCH; j++) reqs[j] = (sluice_request){policy, keys[i + j], 16, cost};
         if (sluice_store_acquire_many(s, reqs, BATCH, d, results) != 0) exit(1);
         for (int j = 0; j < BATCH; j++)
             if (results[j] || !d[j].allowed || !d[j].enforced) {
@@ -821,16 +846,18 @@ static void warm_store(sluice_store *s) {
 }
 
 /* The same for the names redis-benchmark makes of "PREFIX__rand_int__"
- * (__rand_int__: 12 digits), with the script sha and arguments args. */
-static void warm_rb_keys(const char *prefix, const char *sha, const char *const args[7]) {
+ * (__rand_int__: 12 digits), with the script sha and its n_args (at most
+ * 7) arguments args. */
+static void warm_rb_keys(const char *prefix, const char *sha, const char *const *args, int n_args) {
     for (int i = 0; i < N_KEYS; i += BATCH) {
         char names[BATCH][128];
         for (int j = 0; j < BATCH; j++) {
             snprintf(names[j], sizeof names[j], "%s%012d}", prefix, i + j);
-            const char *argv[11] = {"EVALSHA", sha, "1", names[j], args[0], args[1], args[2], args[3], args[4], args[5], args[6]};
+            const char *argv[11] = {"EVALSHA", sha, "1", names[j]};
             size_t lens[11];
-            for (int a = 0; a < 11; a++) lens[a] = strlen(argv[a]);
-            redisAppendCommandArgv(admin, 11, argv, lens);
+            for (int a = 0; a < n_args; a++) argv[4 + a] = args[a];
+            for (int a = 0; a < 4 + n_args; a++) lens[a] = strlen(argv[a]);
+            redisAppendCommandArgv(admin, 4 + n_args, argv, lens);
         }
         for (int j = 0; j < BATCH; j++) {
             void *v = NULL;
@@ -950,6 +977,11 @@ int main(int argc, char **argv) {
     snprintf(now_s, sizeof now_s, "%lld", (long long)sluice_clock_now_ms(sluice_clock_monotonic()));
     const char *args_server[7] = {"", "1", "0", "1", limit_s, p_s, r_s};
     const char *args_client[7] = {now_s, "1", "60000", "1", limit_s, p_s, r_s};
+    /* decide.lua's: now, cost, ttl grace, the configuration's text (decide.c's
+     * "KIND,LIMIT,P,R,PERIOD") */
+    char cfg_s[128];
+    snprintf(cfg_s, sizeof cfg_s, "1,%s,%s,%s,%d", limit_s, p_s, r_s, PERIOD_MS);
+    const char *args_decide[4] = {"", "1", "0", cfg_s};
 
     /* redis-benchmark's own start-up CPU: a run of one request */
     {
@@ -984,13 +1016,12 @@ int main(int argc, char **argv) {
     static size_t raw_lens[2][N_KEYS][11];
     for (int s = 0; s < 2; s++) /* 0: decide.lua, 1: the small script */
         for (int i = 0; i < N_KEYS; i++) {
-            /* names shaped like the store's: PREFIX{NAME|FP|LEN:KEY} */
-            snprintf(raw_names[s][i], sizeof raw_names[s][i], "%s{bench|0000000000000000|16:%.16s}",
-                     s == 0 ? "rawd:" : "raws:", keys[i]);
-            const char *a[11] = {"EVALSHA", s == 0 ? sha_decide : sha_small, "1", raw_names[s][i],
-                                 args_server[0], args_server[1], args_server[2], args_server[3],
-                                 args_server[4], args_server[5], args_server[6]};
-            for (int j = 0; j < 11; j++) {
+            /* names shaped like the store's: PREFIX{NAME|LEN:KEY} */
+            snprintf(raw_names[s][i], sizeof raw_names[s][i], "%s{bench|16:%.16s}", s == 0 ? "rawd:" : "raws:",
+                     keys[i]);
+            const char *a[11] = {"EVALSHA", s == 0 ? sha_decide : sha_small, "1", raw_names[s][i]};
+            for (int j = 0; j < (s == 0 ? 4 : 7); j++) a[4 + j] = s == 0 ? args_decide[j] : args_server[j];
+            for (int j = 0; j < (s == 0 ? 8 : 11); j++) {
                 raw_argv[s][i][j] = a[j];
                 raw_lens[s][i][j] = strlen(a[j]);
             }
@@ -1000,15 +1031,14 @@ int main(int argc, char **argv) {
     sluice_store *st_client = open_store("?prefix=bcli:&clock=client");
 
     /* the cases */
-#define EVAL_SMALL_S "EVALSHA", sha_small, "1", "small:{bench|0000000000000000|17:user:__rand_int__}", \
+#define EVAL_SMALL_S "EVALSHA", sha_small, "1", "small:{bench|17:user:__rand_int__}", \
                      args_server[0], args_server[1], args_server[2], args_server[3], args_server[4], \
                      args_server[5], args_server[6], NULL
-#define EVAL_SMALL_C "EVALSHA", sha_small, "1", "smallc:{bench|0000000000000000|17:user:__rand_int__}", \
+#define EVAL_SMALL_C "EVALSHA", sha_small, "1", "smallc:{bench|17:user:__rand_int__}", \
                      args_client[0], args_client[1], args_client[2], args_client[3], args_client[4], \
                      args_client[5], args_client[6], NULL
-#define EVAL_DECIDE_S "EVALSHA", sha_decide, "1", "rbd:{bench|0000000000000000|17:user:__rand_int__}", \
-                      args_server[0], args_server[1], args_server[2], args_server[3], args_server[4], \
-                      args_server[5], args_server[6], NULL
+#define EVAL_DECIDE_S "EVALSHA", sha_decide, "1", "rbd:{bench|17:user:__rand_int__}", \
+                      args_decide[0], args_decide[1], args_decide[2], args_decide[3], NULL
     static bcase cases[] = {
         /* 0..2 scale */
         {.label = "redis-benchmark PING_INLINE -P 1", .k = K_RB, .pipeline = 1, .cmdstat = "ping"},
@@ -1031,6 +1061,9 @@ int main(int argc, char **argv) {
         {.label = "hiredis loop EVALSHA decide.lua -P 16", .k = K_RAW, .pipeline = BATCH, .cmdstat = "evalsha"},
         {.label = "hiredis loop EVALSHA small -P 1", .k = K_RAW, .pipeline = 1, .cmdstat = "evalsha"},
         {.label = "hiredis loop EVALSHA small -P 16", .k = K_RAW, .pipeline = BATCH, .cmdstat = "evalsha"},
+        /* 17..18 the verbs, beside 7 */
+        {.label = "sluice_store_peek, server clock", .k = K_PEEK, .pipeline = 1, .cmdstat = "evalsha"},
+        {.label = "sluice_store_refund, server clock", .k = K_REFUND, .pipeline = 1, .cmdstat = "evalsha"},
     };
     enum { N_CASES = sizeof cases / sizeof cases[0] };
     const char *rb_ping[] = {"-t", "ping_inline", NULL}, *rb_get[] = {"-t", "get", NULL};
@@ -1042,22 +1075,24 @@ int main(int argc, char **argv) {
             for (int j = 0; rb_of[i][j]; j++) cases[i].rb_args[j] = rb_of[i][j];
         cases[i].cursor = (unsigned)i * 4099u;
     }
-    cases[7].store = cases[8].store = st_server;
+    cases[7].store = cases[8].store = cases[17].store = cases[18].store = st_server;
     cases[9].store = cases[10].store = st_client;
     cases[13].raw_argv = cases[14].raw_argv = raw_argv[0];
     cases[13].raw_lens = cases[14].raw_lens = raw_lens[0];
+    cases[13].raw_argc = cases[14].raw_argc = 8;
+    cases[15].raw_argc = cases[16].raw_argc = 11;
     cases[15].raw_argv = cases[16].raw_argv = raw_argv[1];
     cases[15].raw_lens = cases[16].raw_lens = raw_lens[1];
 
     /* every key of every family decided once before any timing */
-    warm_store(st_server);
-    warm_store(st_client);
-    warm_rb_keys("small:{bench|0000000000000000|17:user:", sha_small, args_server);
-    warm_rb_keys("smallc:{bench|0000000000000000|17:user:", sha_small, args_client);
-    warm_rb_keys("rbd:{bench|0000000000000000|17:user:", sha_decide, args_server);
+    warm_store(st_server, 1000000); /* a backlog for the refunds to give back from */
+    warm_store(st_client, 1);
+    warm_rb_keys("small:{bench|17:user:", sha_small, args_server, 7);
+    warm_rb_keys("smallc:{bench|17:user:", sha_small, args_client, 7);
+    warm_rb_keys("rbd:{bench|17:user:", sha_decide, args_decide, 4);
     for (int s = 0; s < 2; s++)
         for (int i = 0; i < N_KEYS; i++) {
-            redisReply *r = redisCommandArgv(raw_conn, 11, raw_argv[s][i], raw_lens[s][i]);
+            redisReply *r = redisCommandArgv(raw_conn, s == 0 ? 8 : 11, raw_argv[s][i], raw_lens[s][i]);
             if (!reply_ok(r)) {
                 fprintf(stderr, "bench_redis: warm-up of the hiredis keys failed\n");
                 return 1;
@@ -1066,7 +1101,7 @@ int main(int argc, char **argv) {
         }
 
     /* run order: each sluice case next to the cases it is compared with */
-    static const int run_order[N_CASES] = {3, 7, 11, 13, 15, 4, 8, 12, 14, 16, 5, 9, 6, 10, 0, 1, 2};
+    static const int run_order[N_CASES] = {3, 7, 17, 18, 11, 13, 15, 4, 8, 12, 14, 16, 5, 9, 6, 10, 0, 1, 2};
     for (int i = 0; i < N_CASES; i++) pilot(&cases[run_order[i]]);
     for (int r = 0; r < N_RUNS; r++)
         for (int i = 0; i < N_CASES; i++) timed_run(&cases[run_order[i]]);
@@ -1077,6 +1112,9 @@ int main(int argc, char **argv) {
     for (int i = 3; i <= 6; i++) row(&cases[i]);
     header("sluice: one thread, one connection (a batch counts 16 decisions)");
     for (int i = 7; i <= 10; i++) row(&cases[i]);
+    header("the verbs: one thread, one connection, the acquire row's keys (a call counts 1)");
+    row(&cases[7]);
+    for (int i = 17; i <= 18; i++) row(&cases[i]);
     header("where the time goes (server clock): sluice's script, and sluice without sluice");
     for (int i = 11; i <= 16; i++) row(&cases[i]);
 
@@ -1110,6 +1148,8 @@ int main(int argc, char **argv) {
            "ratios; informational)\n", N_RUNS);
     goal("sluice_store_acquire / redis-benchmark EVALSHA small -P 1", &cases[7], &cases[3], 0.9, 1);
     goal("sluice_store_acquire_many x16 / redis-benchmark EVALSHA small -P 16", &cases[8], &cases[4], 0.8, 1);
+    goal("sluice_store_peek / sluice_store_acquire (within 1.2x)", &cases[17], &cases[7], 1 / 1.2, 1);
+    goal("sluice_store_refund / sluice_store_acquire (within 1.2x)", &cases[18], &cases[7], 1 / 1.2, 1);
     printf("-- the same with clock=client (not goals)\n");
     goal("sluice_store_acquire / redis-benchmark EVALSHA small -P 1", &cases[9], &cases[5], 0.9, 0);
     goal("sluice_store_acquire_many x16 / redis-benchmark EVALSHA small -P 16", &cases[10], &cases[6], 0.8, 0);

@@ -86,10 +86,11 @@
  *   rss        growth of anonymous resident pages (/proc/self/statm)
  *   allocated  growth of malloc's bytes in use (mallinfo2: arenas + mmap),
  *              the store's whole memory whether touched or not
- * and divides by max_keys. "layout" is what src/store/memory.c allocates
- * per shard: cap entries of 48 bytes plus an index of 2^k >= 2*cap 4-byte
- * slots (layout_bytes); "fixed" = allocated - layout: the store struct with
- * its policy registry, the shard headers, malloc's page rounding.
+ * and divides by max_keys. "layout" is what src/store/memory/ allocates
+ * per shard up front: cap + cap/4*3 + 2 slots of 32 bytes (layout_bytes; a
+ * FAST key lives in its slot, other keys add a 48-byte entry each, in
+ * chunks made as needed); "fixed" = allocated - layout: the store struct
+ * with its policy registry, the shard headers, malloc's page rounding.
  *
  * Goals (informational, PASS/MISS): acquire <= 1.3x clock + cas; acquire_at
  * <= 2x cas at 1K and 1.5x at 1M; 2 threads on different keys >= 1.7x the
@@ -303,8 +304,8 @@ static uint32_t warm(sluice_store *s, const sluice_policy *p, const key16 *keys,
 
 /* What src/store/memory.c allocates for entries and index at max_keys. It
  * mirrors mem_open(): at most SHARDS_MAX (64) shards, doubling while every
- * shard keeps >= SHARD_KEYS_MIN keys; per shard, cap entries of 48 bytes and
- * a power-of-two index of >= 2*cap 4-byte slots. Keep these two numbers in
+ * shard keeps >= SHARD_KEYS_MIN keys; per shard, cap + cap/4*3 + 2 slots of
+ * 32 bytes (src/store/memory/memory.c). Keep these numbers in
  * step with memory.c: when they drift this one figure goes stale (the
  * measured ones do not). */
 #define MIRROR_SHARDS_MAX_BITS 6
@@ -317,9 +318,7 @@ static double layout_bytes(uint32_t max_keys, unsigned *n_shards) {
     double bytes = 0;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t cap = max_keys / n + (i < max_keys % n);
-        uint64_t slots = 2;
-        while (slots < 2 * (uint64_t)cap) slots *= 2;
-        bytes += 48.0 * cap + 4.0 * (double)slots;
+        bytes += 32.0 * ((double)cap + (double)(cap / 4 * 3) + 2);
     }
     *n_shards = n;
     return bytes;
@@ -831,9 +830,9 @@ static void print_memory(void) {
             continue;
         }
         printf("%s keys (%u shard%s, %" PRIu32 " held): rss %6.2f B/key  allocated %6.2f B/key  "
-               "layout %6.2f B/key (48 entry + %.2f index)  fixed %.1f KB\n",
+               "layout %6.2f B/key (32-byte slots, %.2f a key)  fixed %.1f KB\n",
                size_names[size], n_shards, n_shards == 1 ? "" : "s", mem[size].held,
-               mem[size].rss_bytes / n, mem[size].alloc_bytes / n, layout / n, layout / n - 48,
+               mem[size].rss_bytes / n, mem[size].alloc_bytes / n, layout / n, layout / n / 32,
                (mem[size].alloc_bytes - layout) / 1024);
     }
 }

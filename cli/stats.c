@@ -62,7 +62,8 @@ int cli_cmd_stats(int argc, char **argv) {
         int64_t value;
     } rows[] = {{"keys", st.keys},           {"capacity", st.capacity}, {"allowed", st.allowed},
                 {"denied", st.denied},       {"forgotten", st.forgotten}, {"evicted", st.evicted},
-                {"refused", st.refused},     {"failures", st.failures}, {"reconnects", st.reconnects}};
+                {"refused", st.refused},     {"failures", st.failures}, {"reconnects", st.reconnects},
+                {"shadow_denied", st.shadow_denied}};
     if (a.json) {
         fputs("{\"store\":", stdout);
         cli_put_json_bytes(stdout, s.url, strlen(s.url));

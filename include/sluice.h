@@ -56,7 +56,8 @@ extern "C" {
     XX(ENOMEM, -3, "out of memory")                                            \
     XX(EFULL, -4, "store is full")                                             \
     XX(ESTORE, -5, "store failure")                                            \
-    XX(ETIMEDOUT, -6, "timed out")
+    XX(ETIMEDOUT, -6, "timed out")                                             \
+    XX(ECANCELED, -7, "canceled")
 
 typedef enum {
 #define SLUICE__ERR_ENUM(name, value, msg) SLUICE_##name = (value),
@@ -433,7 +434,7 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  *             buckets, and a dead owner's lock is taken over. The file
  *             takes about 80 + key_bytes + 4 * state_bytes bytes per key
  *             of capacity, plus overflow_bytes, sparse: the pages every
- *             lookup reads (4 bytes a key of capacity, 80 KB of counters)
+ *             lookup reads (4 bytes a key of capacity, 75 KB of counters)
  *             are the filesystem's at once, a bucket's slots when its
  *             first key comes, an overflow block when a key takes it; a
  *             filesystem that has no pages left makes the new key
@@ -472,8 +473,10 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  *             within connect_timeout_ms + timeout_ms, and fails with
  *             SLUICE_ESTORE, naming the server, when one does not answer)
  * The Redis store decides in one round trip (a server-side script, the same
- * exact arithmetic in Lua) and gives every key an expiry equal to the time
- * until it is fresh again. Lua's numbers are doubles: it refuses
+ * exact arithmetic in Lua; a key it must convert from another configuration
+ * of the policy's name that has sliding-log parts where this one has none
+ * takes two, once) and gives every key an expiry equal to the time until
+ * it is fresh again, shadow parts included. Lua's numbers are doubles: it refuses
  * (SLUICE_EINVAL) a policy whose arithmetic could pass 2^53 (a bucket's
  * tau = capacity * p, or a sliding window's limit times its window, above
  * 2^51, in the scaled units of docs/semantics.md), and client-clock
@@ -499,7 +502,8 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  * every 100 ms). Local decisions have local = true and enforced = true, are
  * counted in stats (local, failures, and allowed or denied), and
  * sluice_store_errmsg says why the server could not decide and the share
- * used.
+ * used. A peek, refund (capped at the share's limit) or reset the server
+ * cannot make is made on the local limit alike (counted in failures only).
  *
  * A store is thread-safe: any number of threads may call sluice_store_*()
  * on one store at once (except _close). Each decision is atomic for its key;
@@ -715,8 +719,150 @@ SLUICE_EXTERN int sluice_store_stats(sluice_store *s, sluice_stats *out);
 SLUICE_EXTERN const char *sluice_store_errmsg(const sluice_store *s);
 /* The store's URL scheme name ("memory"). */
 SLUICE_EXTERN const char *sluice_store_kind(const sluice_store *s);
-/* NULL is a no-op. No call may be in progress on s. */
+/* NULL is a no-op. No blocking call may be in progress on s, and it is not
+ * called from within one of s's callbacks. A loop still attached is
+ * detached first, as sluice_store_detach_loop does: the callbacks of
+ * non-blocking calls still in flight run, with SLUICE_ECANCELED, before it
+ * returns. */
 SLUICE_EXTERN void sluice_store_close(sluice_store *s);
+
+/* ------------------------------------------------------------------------ */
+/* Non-blocking calls, for event loops                                       */
+/* ------------------------------------------------------------------------ */
+
+/* What a non-blocking call hands back, exactly once. result is what the
+ * blocking call would have returned: 0, or a negative error (with
+ * on_error=error, SLUICE_ESTORE; SLUICE_EFULL; ...); with on_error=allow
+ * or deny a server that cannot decide gives 0 and a decision marked
+ * enforced = false, as the blocking call does. d is never NULL: it points
+ * to the decision the blocking call would have filled, owned by the
+ * library and valid only until cb returns (copy it to keep it); when
+ * result is negative its fields are all 0 (allowed false) and
+ * sluice_store_errmsg(s), asked within cb, says why. For refund and reset
+ * d is the decision a request of cost 1 would get right after. */
+typedef void (*sluice_store_cb)(void *user, int result, const sluice_decision *d);
+
+/* sluice_store_acquire, _peek, _refund and _reset without waiting for a
+ * server: each starts the call and returns at once; cb(user, result, d)
+ * then gets what the blocking call would have returned.
+ *
+ * Returns 0 when the call was taken: cb then runs exactly once. Returns a
+ * negative error when it was not: cb never runs. Returned, never given to
+ * cb: the blocking call's argument errors (SLUICE_EINVAL for a NULL s, p,
+ * key or cb, a key of 0 or more than SLUICE_KEY_MAX bytes, a clock reading
+ * outside the accepted range; SLUICE_ECOST for a cost below 1 or above
+ * what p can ever admit), SLUICE_EINVAL when s is a remote store with no
+ * loop attached (see sluice_store_attach_loop), and SLUICE_ENOMEM when
+ * there is no memory to keep the call; sluice_store_errmsg(s) says which.
+ * Everything the store itself answers goes to cb.
+ *
+ * When cb runs:
+ *  - memory: and shm: (stores that never wait): before the function
+ *    returns, on the calling thread. The call is the blocking one, made at
+ *    once; a loop is not needed (and, attached, never used).
+ *  - a remote store: never before the function returns. It runs on the
+ *    loop's thread, from within sluice_store_loop_ready() when the reply
+ *    arrives, or from sluice_store_loop_timeout() when the call runs out of
+ *    time or the store answers without the server (a cached denial, a
+ *    server known to be down: on the loop's next turn). Timeouts,
+ *    on_error, reconnection, reloading the script and following a
+ *    Cluster's redirections are those of the blocking call. Calls to one
+ *    server are pipelined on one connection (sent at once, whatever
+ *    replies are still to come), and their callbacks run in the order the
+ *    calls were made. A call still in flight when the loop is detached
+ *    (sluice_store_detach_loop, sluice_store_close) completes there, with
+ *    SLUICE_ECANCELED: it may still have run on the server.
+ *    (redis:// and redis-cluster:// do not have the non-blocking API yet:
+ *    these functions and sluice_store_attach_loop return SLUICE_EINVAL,
+ *    "the non-blocking API is not implemented yet".)
+ *
+ * The store's clock is read when the function is called, as the blocking
+ * call reads it. key is copied when the store needs it later: it may
+ * change as soon as the function returns; p must stay until cb has run.
+ * cb may make further calls on s, blocking or not (with memory: and shm:
+ * a call made from cb completes within it), but not detach s's loop nor
+ * close s.
+ *
+ * Threads: memory: and shm: take these calls from any thread, as they take
+ * the blocking ones. A remote store's non-blocking side belongs to its
+ * loop's thread: the calls, attaching and detaching the loop,
+ * sluice_store_loop_ready() and _timeout() are made on that thread only,
+ * and the callbacks run there; the blocking calls stay thread-safe beside
+ * it (they use connections of their own). */
+SLUICE_EXTERN int sluice_store_acquire_async(sluice_store *s, const sluice_policy *p, const void *key,
+                                             size_t key_len, int64_t cost, sluice_store_cb cb, void *user);
+SLUICE_EXTERN int sluice_store_peek_async(sluice_store *s, const sluice_policy *p, const void *key,
+                                          size_t key_len, int64_t cost, sluice_store_cb cb, void *user);
+SLUICE_EXTERN int sluice_store_refund_async(sluice_store *s, const sluice_policy *p, const void *key,
+                                            size_t key_len, int64_t cost, sluice_store_cb cb, void *user);
+SLUICE_EXTERN int sluice_store_reset_async(sluice_store *s, const sluice_policy *p, const void *key,
+                                           size_t key_len, sluice_store_cb cb, void *user);
+
+/* The loop interface: how a store plugs into any event loop. The caller
+ * fills a sluice_loop with two callbacks through which the store says what
+ * it needs, and the loop tells the store what happened by calling
+ * sluice_store_loop_ready() and sluice_store_loop_timeout(). libsluice-uv
+ * (sluice_uv.h) and libsluice-event (sluice_event.h) fill it for libuv and
+ * libevent.
+ *
+ *  watch(user, fd, events): from now on watch fd for events, a set of
+ *    SLUICE_LOOP_READ and SLUICE_LOOP_WRITE, in place of what fd was
+ *    watched for before (a fd not watched yet is new); when fd is ready
+ *    for any of them, call sluice_store_loop_ready(s, fd, ready), ready
+ *    the ones it is ready for (an error or a hang-up on fd counts as ready
+ *    for all it is watched for), and again on every turn while it stays
+ *    ready (level-triggered). events 0: stop watching fd and forget it:
+ *    the store closes fd after, and a later fd of the same number is a new
+ *    one. A store watches several fds at once (a connection each: one per
+ *    server, a Cluster's nodes). Returns 0, or a negative error when fd
+ *    cannot be watched (SLUICE_ENOMEM, SLUICE_EINVAL), which fails what the
+ *    store wanted fd for; stopping (0) never fails.
+ *  timer(user, ms): arm the store's one timer to fire once, ms
+ *    milliseconds from now (0: on the loop's next turn), in place of any
+ *    earlier arming; ms < 0: disarm it. When it fires, call
+ *    sluice_store_loop_timeout(s). The store keeps every deadline of its
+ *    calls (per-call timeouts, reconnecting) on this one timer.
+ *  detached(user), optional (NULL): the store is done with the loop
+ *    (sluice_store_detach_loop, sluice_store_close): every fd it watched
+ *    is unwatched, its timer disarmed, and neither callback is called
+ *    again: free what was made for the store.
+ * The store calls watch and timer only from within its own functions (the
+ * non-blocking calls, attaching and detaching, loop_ready, loop_timeout,
+ * close) on the loop's thread, any number of times in one of them; the
+ * loop's callbacks must allow that from within loop_ready and
+ * loop_timeout too. memory: and shm: never call them. */
+#define SLUICE_LOOP_READ 1
+#define SLUICE_LOOP_WRITE 2
+typedef struct sluice_loop {
+    size_t size; /* sizeof(sluice_loop): set with SLUICE_LOOP_INIT */
+    void *user;  /* the callbacks' first argument */
+    int (*watch)(void *user, int fd, int events);
+    void (*timer)(void *user, int64_t ms);
+    void (*detached)(void *user);
+} sluice_loop;
+#define SLUICE_LOOP_INIT {sizeof(sluice_loop), NULL, NULL, NULL, NULL}
+
+/* Attaches loop to s (copied: loop may be freed after). A store has at
+ * most one loop. A remote store needs one for its non-blocking calls; may
+ * watch fds or arm its timer from within this call. memory: and shm:
+ * take a loop and never use it. Errors: SLUICE_EINVAL (NULL s or loop, a
+ * size not set with SLUICE_LOOP_INIT, a NULL watch or timer, a loop
+ * attached already: detach it first), or what the store could not set up
+ * (then nothing is attached, and detached is not called). */
+SLUICE_EXTERN int sluice_store_attach_loop(sluice_store *s, const sluice_loop *loop);
+/* Detaches s's loop: each non-blocking call still in flight completes, its
+ * callback run here with SLUICE_ECANCELED; every fd is unwatched, the
+ * timer disarmed, then detached(user) is called. Non-blocking calls made
+ * from those callbacks are refused (SLUICE_EINVAL). A loop may be attached
+ * again after. 0; also when no loop is attached (nothing to do);
+ * SLUICE_EINVAL for NULL s. Not from within one of s's callbacks. */
+SLUICE_EXTERN int sluice_store_detach_loop(sluice_store *s);
+/* The loop's calls: fd (watched by s) is ready for events
+ * (SLUICE_LOOP_READ | SLUICE_LOOP_WRITE); s's timer fired. Callbacks of
+ * calls that complete run from within. An fd s does not watch, a timer s
+ * did not arm, a store with no loop attached: nothing happens. */
+SLUICE_EXTERN void sluice_store_loop_ready(sluice_store *s, int fd, int events);
+SLUICE_EXTERN void sluice_store_loop_timeout(sluice_store *s);
 
 /* ------------------------------------------------------------------------ */
 /* HTTP headers                                                              */

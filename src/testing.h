@@ -48,4 +48,13 @@ void sluice__memory_store_seed(sluice_store *s, uint64_t seed);
 /* Test hook: whether s holds state for (p, key) now. */
 int sluice__memory_store_holds(sluice_store *s, const sluice_policy *p, const void *key, size_t len);
 
+/* ---- "store/kinds.c" ---- */
+struct sluice__store_ops;
+/* Test hook: opens url as a store of kind ops, a kind the tests make (a
+ * fake remote store: tests/fake_remote.h), as sluice_store_open_err opens
+ * the kinds it knows: options, URL parameters, messages alike. The URL's
+ * scheme must be ops->scheme. */
+int sluice__store_open_kind(const struct sluice__store_ops *ops, const char *url, const sluice_store_options *opts,
+                            sluice_store **out, char *err, size_t errlen);
+
 #endif /* SLUICE_TESTING_H */

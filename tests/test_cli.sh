@@ -423,14 +423,14 @@ cmp -s "$tmp/want" "$tmp/default.out" || fail "verbs on the default store: $(dif
 sl stats --store "$S"
 want "stats" 0
 for line in "store: $S" 'keys: 4' 'capacity: [0-9]+' 'allowed: 9' 'denied: 2' 'forgotten: [0-9]+' \
-    'evicted: 0' 'refused: 0' 'failures: 0' 'reconnects: 0'; do
+    'evicted: 0' 'refused: 0' 'failures: 0' 'reconnects: 0' 'shadow_denied: 0'; do
     grep -Eqx -- "$line" "$tmp/out" || fail "stats: no line /$line/ in: $(tr '\n' '|' <"$tmp/out")"
 done
-[[ $(wc -l <"$tmp/out") -eq 10 ]] || fail "stats: $(wc -l <"$tmp/out") lines, want 10"
+[[ $(wc -l <"$tmp/out") -eq 11 ]] || fail "stats: $(wc -l <"$tmp/out") lines, want 11"
 sl stats --store "$S" --json
 want "stats --json" 0
 json_ok "stats --json" "$tmp/out"
-for field in store keys capacity allowed denied forgotten evicted refused failures reconnects; do
+for field in store keys capacity allowed denied forgotten evicted refused failures reconnects shadow_denied; do
     grep -q "\"$field\":" "$tmp/out" || fail "stats --json has no $field: $(cat "$tmp/out")"
 done
 grep -q '"allowed":9,' "$tmp/out" || fail "stats --json: allowed is not 9: $(cat "$tmp/out")"

@@ -831,7 +831,8 @@ TEST(errors) {
     CHECK_STR(sluice_strerror(SLUICE_EFULL), "store is full");
     CHECK_STR(sluice_strerror(SLUICE_ESTORE), "store failure");
     CHECK_STR(sluice_strerror(SLUICE_ETIMEDOUT), "timed out");
-    CHECK_STR(sluice_strerror(-7), "unknown error");
+    CHECK_STR(sluice_strerror(SLUICE_ECANCELED), "canceled");
+    CHECK_STR(sluice_strerror(-8), "unknown error");
     CHECK_STR(sluice_strerror(1), "unknown error");
     CHECK_STR(sluice_strerror(INT32_MIN), "unknown error");
     CHECK_STR(sluice_err_name(SLUICE_OK), "SLUICE_OK");
@@ -841,6 +842,7 @@ TEST(errors) {
     CHECK_STR(sluice_err_name(SLUICE_EFULL), "SLUICE_EFULL");
     CHECK_STR(sluice_err_name(SLUICE_ESTORE), "SLUICE_ESTORE");
     CHECK_STR(sluice_err_name(SLUICE_ETIMEDOUT), "SLUICE_ETIMEDOUT");
+    CHECK_STR(sluice_err_name(SLUICE_ECANCELED), "SLUICE_ECANCELED");
     CHECK_STR(sluice_err_name(42), "SLUICE_UNKNOWN");
     CHECK_STR(sluice_version(), SLUICE_VERSION_STRING);
     CHECK_STR(sluice_version(), "0.1.0");

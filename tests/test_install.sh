@@ -13,7 +13,15 @@
 #     must keep libsluice-redis.so.0 in NEEDED under --as-needed (Debian's
 #     default); a program linked with the core alone loads libsluice-redis
 #     from beside libsluice.so; with libsluice.so alone in a directory the
-#     message names what was tried.
+#     message names what was tried;
+#  5. the loop adapters, when built (libsluice-uv, libsluice-event): a
+#     program that decides through the non-blocking API on its loop, built
+#     with pkg-config sluice-uv / sluice-uv-static (and -event) and CMake
+#     sluice::sluice_uv / sluice::sluice_uv_static (and _event), each
+#     linking nothing but the adapter for the loop library (the targets
+#     and .pc files hand it on); the shared ways keep the adapter in
+#     NEEDED, the static ones no libsluice at all; and the installed
+#     libsluice.so.0 itself still links nothing but libc and pthreads.
 # Run by ctest, which sets SLUICE_BUILD_DIR and SLUICE_SOURCE_DIR (and
 # SLUICE_CMAKE, SLUICE_CC, SLUICE_SANITIZE_FLAGS).
 set -uo pipefail
@@ -291,6 +299,122 @@ EOF
         fail "core only: the consumer did not build"
     fi
 fi
+
+# 5. the loop adapters
+system_libs='^(libc|libpthread|libdl|librt|ld-linux[-a-z0-9_]*|libasan|libubsan|libtsan|libstdc\+\+|libm|libgcc_s)\.so'
+if others=$(needed "$so" | grep -Ev "$system_libs") && [ -n "$others" ]; then
+    fail "installed libsluice.so.0 links more than libc and pthreads: $(echo $others)"
+fi
+cat >"$tmp/consumer/uv.c" <<'EOF2'
+#include <sluice_uv.h>
+#include <stdio.h>
+
+static void decided(void *user, int rc, const sluice_decision *d) {
+    printf("sluice %s %s %s\n", sluice_version(), sluice_err_name(rc), d->allowed ? "allowed" : "denied");
+    ++*(int *)user;
+}
+
+int main(void) {
+    uv_loop_t loop;
+    sluice_store *s;
+    sluice_policy *p;
+    char err[256];
+    int called = 0;
+    if (uv_loop_init(&loop) || sluice_store_open_err("memory:", NULL, &s, err, sizeof err) ||
+        sluice_policy_parse("p", "token-bucket capacity=1 rate=1/s", &p, err, sizeof err) ||
+        sluice_uv_attach(s, &loop) || sluice_store_acquire_async(s, p, "k", 1, 1, decided, &called)) {
+        printf("failed: %s\n", err);
+        return 1;
+    }
+    uv_run(&loop, UV_RUN_DEFAULT);
+    sluice_store_close(s); /* detaches */
+    uv_run(&loop, UV_RUN_NOWAIT);
+    sluice_policy_free(p);
+    return !(called == 1 && uv_loop_close(&loop) == 0);
+}
+EOF2
+cat >"$tmp/consumer/event.c" <<'EOF2'
+#include <event2/event.h>
+#include <sluice_event.h>
+#include <stdio.h>
+
+static void decided(void *user, int rc, const sluice_decision *d) {
+    printf("sluice %s %s %s\n", sluice_version(), sluice_err_name(rc), d->allowed ? "allowed" : "denied");
+    ++*(int *)user;
+}
+
+int main(void) {
+    struct event_base *base = event_base_new();
+    sluice_store *s;
+    sluice_policy *p;
+    char err[256];
+    int called = 0;
+    if (!base || sluice_store_open_err("memory:", NULL, &s, err, sizeof err) ||
+        sluice_policy_parse("p", "token-bucket capacity=1 rate=1/s", &p, err, sizeof err) ||
+        sluice_event_attach(s, base) || sluice_store_acquire_async(s, p, "k", 1, 1, decided, &called)) {
+        printf("failed: %s\n", err);
+        return 1;
+    }
+    event_base_dispatch(base);
+    sluice_store_close(s); /* detaches */
+    event_base_free(base);
+    sluice_policy_free(p);
+    return called != 1;
+}
+EOF2
+# check_loop NAME EXE: runs, and says the request was decided
+check_loop() {
+    local name=$1 exe=$2 out
+    if ! out=$("$exe" 2>&1) || [ "$out" != "sluice $want SLUICE_OK allowed" ]; then
+        fail "$name: $out"
+    else
+        echo "ok   $name: $out"
+    fi
+}
+for adapter in uv event; do
+    [ -e "$libdir/libsluice-$adapter.so.0" ] || continue
+    [ -f "$prefix/include/sluice_$adapter.h" ] || fail "not installed: include/sluice_$adapter.h"
+    if flags=$(pkg-config --cflags --libs "sluice-$adapter") &&
+       run "$tmp/$adapter-pc-build.log" "$cc" $san "$tmp/consumer/$adapter.c" -o "$tmp/consumer_${adapter}_pc" \
+           $flags -Wl,-rpath,"$libdir"; then
+        check_needed "pkg-config sluice-$adapter" "$tmp/consumer_${adapter}_pc" "libsluice-$adapter.so.0" yes
+        check_loop "pkg-config sluice-$adapter ($flags)" "$tmp/consumer_${adapter}_pc"
+    else
+        fail "pkg-config sluice-$adapter: the consumer did not build (flags: ${flags:-none})"
+    fi
+    if flags=$(pkg-config --cflags --libs "sluice-$adapter-static") &&
+       run "$tmp/$adapter-pc-static-build.log" "$cc" $san "$tmp/consumer/$adapter.c" \
+           -o "$tmp/consumer_${adapter}_pc_static" $flags; then
+        check_needed "pkg-config sluice-$adapter-static" "$tmp/consumer_${adapter}_pc_static" libsluice no
+        check_loop "pkg-config sluice-$adapter-static ($flags)" "$tmp/consumer_${adapter}_pc_static"
+    else
+        fail "pkg-config sluice-$adapter-static: the consumer did not build (flags: ${flags:-none})"
+    fi
+    mkdir -p "$tmp/${adapter}consumer"
+    cp "$tmp/consumer/$adapter.c" "$tmp/${adapter}consumer/main.c"
+    cat >"$tmp/${adapter}consumer/CMakeLists.txt" <<EOF2
+cmake_minimum_required(VERSION 3.16)
+project(sluice_${adapter}_consumer C)
+find_package(sluice 0.1 REQUIRED COMPONENTS $adapter)
+add_executable(consumer main.c)
+target_link_libraries(consumer PRIVATE sluice::sluice_$adapter)
+add_executable(consumer_static main.c)
+target_link_libraries(consumer_static PRIVATE sluice::sluice_${adapter}_static)
+EOF2
+    if run "$tmp/$adapter-cmake-configure.log" "${no_hiredis[@]}" "$cmake_bin" -S "$tmp/${adapter}consumer" \
+           -B "$tmp/${adapter}consumer/build" -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_C_COMPILER="$cc" \
+           -DCMAKE_C_FLAGS="$san" -DCMAKE_EXE_LINKER_FLAGS="$san" &&
+       run "$tmp/$adapter-cmake-build.log" "$cmake_bin" --build "$tmp/${adapter}consumer/build"; then
+        check_needed "find_package sluice::sluice_$adapter" "$tmp/${adapter}consumer/build/consumer" \
+            "libsluice-$adapter.so.0" yes
+        check_loop "find_package sluice::sluice_$adapter (no pkg-config files)" "$tmp/${adapter}consumer/build/consumer"
+        check_needed "find_package sluice::sluice_${adapter}_static" "$tmp/${adapter}consumer/build/consumer_static" \
+            libsluice no
+        check_loop "find_package sluice::sluice_${adapter}_static" "$tmp/${adapter}consumer/build/consumer_static"
+    else
+        fail "find_package sluice::sluice_$adapter: the consumers did not build"
+    fi
+done
 
 if [ "$failures" -ne 0 ]; then
     echo "test_install: $failures failure(s)" >&2

@@ -2,7 +2,9 @@
 # test_redis_cli.sh: `sluice simulate SPEC --store redis://...?clock=client`
 # prints exactly what the same simulate prints with the memory store, on a
 # small trace (every algorithm, a composite, binary-ish keys, a time that
-# goes back). It starts its own redis-server on a free loopback port in a
+# goes back, verb lines, shadow parts); and check, peek, refund and reset
+# across invocations on one Redis key (nothing created by a peek, a reset
+# deleting every name, a retune keeping usage). It starts its own redis-server on a free loopback port in a
 # temporary directory and stops it on exit, whatever happens.
 # ctest sets SLUICE_BIN to the built sluice binary. REDIS_SERVER and
 # REDIS_CLI override the programs' names.
@@ -161,6 +163,87 @@ same composite 'sliding-window limit=4 window=7ms; sliding-log limit=5 window=15
 } >"$tmp/in"
 same backwards 'fixed-window limit=3 window=1s; sliding-log limit=4 window=20ms' --allow-backwards
 
+# verb lines (peek, refund, reset) among the requests, shadow parts, a
+# retune: simulate prints the same lines on Redis as on memory:
+{
+    t=1000
+    for i in $(seq 0 89); do
+        t=$((t + (i % 5 == 4 ? 7 : i % 3)))
+        key=alice
+        ((i % 4 == 1)) && key=bob
+        case $((i % 13)) in
+        2 | 9) echo "$t $key peek $((i % 2 + 1))" ;;
+        5) echo "$t $key refund $((i % 3 + 1))" ;;
+        11) echo "$t $key reset" ;;
+        *) echo "$t $key" ;;
+        esac
+    done
+    echo "5000 carol peek"     # a key never seen: nothing created
+    echo "5000 carol refund 1" # nor by a refund
+    echo "5000 alice"
+} >"$tmp/in"
+same verbs-token-bucket 'token-bucket capacity=3 rate=1/7ms'
+same verbs-sliding-log 'sliding-log limit=4 window=15ms'
+same verbs-sliding-window 'sliding-window limit=4 window=9ms'
+same verbs-shadow 'fixed-window limit=4 window=13ms; shadow sliding-log limit=2 window=9ms; shadow token-bucket capacity=1 rate=1/5ms'
+grep -q 'shadow_denied=1' "$tmp/redis.out" || fail "verbs-shadow: no line says shadow_denied=1"
+grep -q 'verb=refund' "$tmp/redis.out" || fail "verbs-shadow: no refund line"
+
+# ---- peek, refund, reset across invocations, on Redis ----------------------
+# token-bucket C=2 at 1/h (clock=client, every reading 0): each invocation
+# is a process of its own; the key lives in Redis.
+names() { "$redis_cli" -h 127.0.0.1 -p "$port" --scan --pattern "$1*" | wc -l; }
+V="redis://127.0.0.1:$port?clock=client&prefix=verbs:"
+T='token-bucket capacity=2 rate=1/h'
+vb() { # NAME EXIT LINE VERB ARGS...: sluice VERB ARGS on $V at reading 0 prints LINE, exits EXIT
+    local name=$1 code=$2 line=$3
+    shift 3
+    "$SLUICE_BIN" "$@" --store "$V" --manual-clock 0 </dev/null >"$tmp/out" 2>"$tmp/err"
+    local rc=$?
+    [[ $rc -eq $code && "$(cat "$tmp/out")" == "$line" ]] ||
+        fail "$name: exit $rc (want $code), stdout '$(cat "$tmp/out")' (want '$line'), stderr $(cat "$tmp/err")"
+}
+vb "verbs: check" 0 "allowed remaining=1 reset_ms=3600000" check k --policy "$T"
+vb "verbs: peek" 0 "allowed remaining=0 reset_ms=7200000" peek k --policy "$T"
+vb "verbs: peek --cost 2" 1 "denied retry_after_ms=3600000 remaining=1 reset_ms=3600000" peek k --policy "$T" --cost 2
+vb "verbs: peek --json" 0 \
+    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":7200000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":7200000,"shadow_denied":false}' \
+    peek k --policy "$T" --json
+vb "verbs: peek of a key not held" 0 "allowed remaining=1 reset_ms=3600000" peek nobody --policy "$T"
+[[ $(names verbs:) -eq 1 ]] || fail "verbs: peeks changed the names held: $(names verbs:), want 1"
+vb "verbs: check after the peeks" 0 "allowed remaining=0 reset_ms=7200000" check k --policy "$T"
+vb "verbs: check, empty" 1 "denied retry_after_ms=3600000 remaining=0 reset_ms=7200000" check k --policy "$T"
+vb "verbs: refund" 0 "allowed remaining=0 reset_ms=7200000" refund k --policy "$T" --cost 1
+vb "verbs: check after the refund" 0 "allowed remaining=0 reset_ms=7200000" check k --policy "$T"
+vb "verbs: refund 2" 0 "allowed remaining=1 reset_ms=3600000" refund k --policy "$T" --cost 2
+vb "verbs: refund 2 again: never beyond fresh" 0 "allowed remaining=1 reset_ms=3600000" refund k --policy "$T" --cost 2
+vb "verbs: refund of a key not held" 0 "allowed remaining=1 reset_ms=3600000" refund nobody --policy "$T" --cost 1
+[[ $(names verbs:) -eq 1 ]] || fail "verbs: a refund of a key not held created a name"
+vb "verbs: check, then another SPEC of the name" 0 "allowed remaining=1 reset_ms=3600000" check k --policy "$T"
+# retune: capacity 3, the backlog of 1 carried: cost 1 leaves 1
+vb "verbs: retune keeps the key's usage" 0 "allowed remaining=1 reset_ms=7200000" \
+    check k --policy 'token-bucket capacity=3 rate=1/h'
+vb "verbs: reset" 0 "allowed remaining=2 reset_ms=3600000" reset k --policy 'token-bucket capacity=3 rate=1/h'
+[[ $(names verbs:) -eq 0 ]] || fail "verbs: reset left $(names verbs:) names"
+vb "verbs: fresh after the reset" 0 "allowed remaining=1 reset_ms=3600000" check k --policy "$T"
+# a sliding log's set goes too, in the same reset
+vb "verbs: a log" 0 "allowed remaining=1 reset_ms=3600000" check g --policy 'sliding-log limit=2 window=1h' --name logs
+[[ $(names "verbs:{logs|") -eq 2 ]] || fail "verbs: a log part has $(names "verbs:{logs|") names, want 2"
+vb "verbs: reset of a log" 0 "allowed remaining=1 reset_ms=3600000" reset g --policy 'sliding-log limit=2 window=1h' --name logs
+[[ $(names "verbs:{logs|") -eq 0 ]] || fail "verbs: reset left a log's names"
+# a shadow part that would deny: shadow_denied=1, and counted in stats
+SH='fixed-window limit=5 window=1h; shadow fixed-window limit=1 window=1h'
+vb "verbs: shadow 1" 0 "allowed remaining=4 reset_ms=3600000" check s --policy "$SH"
+vb "verbs: shadow 2" 0 "allowed remaining=3 reset_ms=3600000 shadow_denied=1" check s --policy "$SH"
+vb "verbs: shadow peek" 0 "allowed remaining=2 reset_ms=3600000 shadow_denied=1" peek s --policy "$SH"
+# bad arguments: exit 2, nothing sent
+before=$(names verbs:)
+"$SLUICE_BIN" refund k --policy "$T" --cost 3 --store "$V" >/dev/null 2>"$tmp/err"
+[[ $? -eq 2 ]] || fail "verbs: refund --cost 3 (above the limit): not exit 2"
+"$SLUICE_BIN" peek k --policy "$T" --cost 0 --store "$V" >/dev/null 2>"$tmp/err"
+[[ $? -eq 2 ]] || fail "verbs: peek --cost 0: not exit 2"
+[[ $(names verbs:) -eq $before ]] || fail "verbs: bad arguments changed the names held"
+
 # a bad line stops both runs at the same place, with status 2
 printf '0 a\n1 a 0\n2 a\n' >"$tmp/in"
 "$SLUICE_BIN" simulate 'token-bucket capacity=2 rate=1/s' <"$tmp/in" >"$tmp/mem.out" 2>/dev/null
@@ -230,6 +313,18 @@ sl simulate "$P" --store "$dead"
     fail "simulate, no server: exit $rc, stdout $(cat "$tmp/out")"
 warned "simulate, no server" simulate
 grep -qx '# 3 requests, 3 allowed, 0 denied, 3 not enforced' "$tmp/err" || fail "simulate, no server: summary: $(cat "$tmp/err")"
+
+sl peek k --policy "$P" --store "$dead"
+[[ $rc -eq 0 && "$(cat "$tmp/out")" == 'allowed remaining=0 reset_ms=0 enforced=false' ]] ||
+    fail "peek, no server: exit $rc, stdout '$(cat "$tmp/out")'"
+[[ $(grep -c "^sluice peek: warning: the store could not answer.*Connection refused" "$tmp/err") -eq 1 ]] ||
+    fail "peek, no server: not one warning with the reason: $(cat "$tmp/err")"
+# a refund or reset the store cannot make: an error (opened with on_error=error)
+for v in "refund --cost 1" reset; do
+    sl $v k --policy "$P" --store "$dead"
+    [[ $rc -eq 2 && ! -s "$tmp/out" ]] || fail "$v, no server: exit $rc, stdout '$(cat "$tmp/out")'"
+    grep -q 'Connection refused' "$tmp/err" || fail "$v, no server: no reason: $(cat "$tmp/err")"
+done
 
 # The same against the server: enforced, nothing on stderr.
 live="redis://127.0.0.1:$port?prefix=live:"

@@ -8,7 +8,7 @@
  *    field for field what a memory: store says under the policy scaled to
  *    the share (written here from sluice.h, not taken from the library) on
  *    a random trace over every algorithm, composites, shadow parts and
- *    batches; a cost beyond the share's limit denied; a share that would
+ *    batches, peeks, refunds and resets; a cost beyond the share's limit denied; a share that would
  *    scale a limit below 1 keeps 1; stats.local and the message;
  *  - N learned: three stores of one prefix register (at most once every
  *    3 s each, counted with INFO commandstats; an instance last seen over a
@@ -169,7 +169,7 @@ static long down_trace(sluice_store *s, sluice_clock *c, int64_t n, uint64_t see
         spec_of[np++] = i;
     }
     *n_local += (long)np;
-    sluice_store *mem = open_store("memory:", NULL);
+    sluice_store *mem = open_store("memory:", c); /* a reset reads the clock */
     if (!mem) return 1;
     /* the store's time is 0 (the probes, and the caller's first local
      * decision): so is the reference's */
@@ -178,18 +178,26 @@ static long down_trace(sluice_store *s, sluice_clock *c, int64_t n, uint64_t see
     for (int k = 0; k < N_KEYS; k++) snprintf(keys[k], sizeof keys[k], "k%d", k);
     uint64_t rs = seed;
     int64_t now = 0;
-    long differ = 0, beyond = 0, denied = 0;
+    long differ = 0, beyond = 0, denied = 0, verbs = 0;
     for (long step = 0; step < steps; step++) {
         trace_step st;
         trace_draw(&rs, &now, T_EDGE, pol, np, N_KEYS, &st);
+        trace_verb(&rs, &st);
         const char *key = keys[st.key];
         size_t len = strlen(key);
+        int64_t most = sluice_policy_max_cost(share[st.spec]);
         memset(&d, 0x5a, sizeof d);
-        int rc = sluice_store_acquire_at(s, pol[st.spec], key, len, st.cost, st.now, &d);
+        sluice_clock_manual_set(c, st.now); /* what a reset reads */
+        int rc = store_verb(s, pol[st.spec], key, len, st.verb, st.cost, st.now, &d);
         int ok;
-        if (st.cost < 1 || st.cost > sluice_policy_max_cost(pol[st.spec])) {
+        if (st.verb != TRACE_RESET && (st.cost < 1 || st.cost > sluice_policy_max_cost(pol[st.spec]))) {
             ok = rc == SLUICE_ECOST; /* the store's own check: no decision */
-        } else if (st.cost > sluice_policy_max_cost(share[st.spec])) {
+        } else if (st.verb == TRACE_RESET || st.verb == TRACE_REFUND) {
+            /* made on the local limit too (a refund capped at the share's limit) */
+            int rc_ref = store_verb(mem, share[st.spec], key, len, st.verb, min64(st.cost, most), st.now, &want);
+            ok = rc == rc_ref && (rc || (same(&d, &want) && d.local && d.enforced));
+            verbs++;
+        } else if (st.cost > most) {
             /* fits the limit, never the share: denied, nothing taken */
             int rc_ref = sluice_store_peek_at(mem, share[st.spec], key, len, 1, st.now, &want);
             if (want.allowed) want.remaining += 1; /* available now */
@@ -197,18 +205,20 @@ static long down_trace(sluice_store *s, sluice_clock *c, int64_t n, uint64_t see
             want.delay_ms = 0;
             want.retry_after_ms = max64(want.retry_after_ms, 100);
             ok = rc == 0 && rc_ref == 0 && same(&d, &want) && d.local;
-            *n_local += rc == 0;
+            *n_local += rc == 0 && st.verb == TRACE_ACQUIRE; /* only requests are counted */
             beyond++;
         } else {
-            int rc_ref = sluice_store_acquire_at(mem, share[st.spec], key, len, st.cost, st.now, &want);
+            int rc_ref = store_verb(mem, share[st.spec], key, len, st.verb, st.cost, st.now, &want);
             ok = rc == rc_ref && (rc || (same(&d, &want) && d.local && d.enforced));
-            *n_local += rc == 0;
+            *n_local += rc == 0 && st.verb == TRACE_ACQUIRE;
             denied += rc == 0 && !d.allowed;
+            verbs += st.verb == TRACE_PEEK;
         }
         if (!ok) {
             if (differ++ < 5) {
-                fprintf(stderr, "share 1/%lld, step %ld: %s key %s cost %lld at %lld: rc %d local %d\n", (long long)n,
-                        step, specs[spec_of[st.spec]], key, (long long)st.cost, (long long)st.now, rc, d.local);
+                fprintf(stderr, "share 1/%lld, step %ld: %s %s key %s cost %lld at %lld: rc %d local %d\n", (long long)n,
+                        step, verb_name(st.verb), specs[spec_of[st.spec]], key, (long long)st.cost, (long long)st.now,
+                        rc, d.local);
                 print_decision("redis ", &d);
                 print_decision("memory", &want);
             }
@@ -239,6 +249,7 @@ static long down_trace(sluice_store *s, sluice_clock *c, int64_t n, uint64_t see
     }
     /* the trace met denials, and (a share below the whole) costs beyond it */
     CHECK(denied > 0);
+    CHECK(verbs > 0);
     if (n > 1) CHECK(beyond > 0);
     for (size_t i = 0; i < np; i++) {
         sluice_policy_free(pol[i]);

@@ -91,7 +91,7 @@ static uint64_t hash_of(const sluice__deny_cache *c, unsigned pid, const void *k
     return sluice__siphash13(k, key, len) | 1; /* never 0: empty */
 }
 
-/* The key's set (its stripe's lock to take) and, in *way, its entry or NULL. */
+/* The key's set, and in *st the stripe whose lock guards it. */
 static entry *set_of(sluice__deny_cache *c, uint64_t h, stripe **st) {
     *st = &c->stripes[h & (c->n_stripes - 1)];
     return &(*st)->sets[(h >> 8) % c->n_sets * WAYS];

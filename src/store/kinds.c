@@ -299,10 +299,54 @@ static void name_the_store(const char *base, char *err, size_t errlen) {
     snprintf(err, errlen, "%s: %s", base, msg);
 }
 
+/* Opens url as a store of kind ops (its scheme: scheme, named kinds[k] or
+ * a test's kind), once the URL is taken apart. */
+static int open_kind(const sluice__store_ops *ops, const char *scheme, const url_parts *url,
+                     const sluice_store_options *opts, sluice_store **out, char *err, size_t errlen) {
+    sluice_store_options o;
+    sluice__store_config cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.scheme = scheme;
+    cfg.path = url->path;
+    cfg.path_len = url->path_len;
+    snprintf(cfg.base, sizeof cfg.base, "%s:%.*s", scheme, (int)(url->path_len < 300 ? url->path_len : 300),
+             url->path);
+    int rc;
+    if ((rc = read_options(opts, &o, err, errlen)) == 0 && (rc = fill(ops, url, &o, &cfg, err, errlen)) == 0) {
+        cfg.clock = o.clock ? o.clock : sluice_clock_monotonic();
+        cfg.must_exist = o.must_exist;
+        cfg.caller_clock = o.caller_clock;
+        rc = ops->open(&cfg, out, err, errlen);
+    }
+    if (rc) {
+        name_the_store(cfg.base, err, errlen);
+        return rc;
+    }
+    (*out)->ops = ops;
+    (*out)->clock = cfg.clock;
+    memset(&(*out)->loop, 0, sizeof (*out)->loop);
+    (*out)->loop_state = SLUICE__LOOP_NONE;
+    return 0;
+}
+
+int sluice__store_open_kind(const sluice__store_ops *ops, const char *url_text, const sluice_store_options *opts,
+                            sluice_store **out, char *err, size_t errlen) {
+    url_parts url;
+    if (err && errlen) err[0] = 0;
+    if (!out || !ops || !url_text) return SLUICE_EINVAL;
+    *out = NULL;
+    int rc = parse_url(url_text, &url, err, errlen);
+    if (rc) return rc;
+    if (strcmp(url.scheme, ops->scheme) != 0) {
+        sluice__errf(err, errlen, "store URL scheme \"%s\" is not the kind's (%s)", url.scheme, ops->scheme);
+        return SLUICE_EINVAL;
+    }
+    return open_kind(ops, ops->scheme, &url, opts, out, err, errlen);
+}
+
 int sluice_store_open_err(const char *url_text, const sluice_store_options *opts, sluice_store **out, char *err,
                           size_t errlen) {
     url_parts url;
-    sluice_store_options o;
     if (err && errlen) err[0] = 0;
     if (!out) {
         sluice__errf(err, errlen, "out is NULL");
@@ -330,25 +374,7 @@ int sluice_store_open_err(const char *url_text, const sluice_store_options *opts
                      "program, and loading it failed: %s", url.scheme, why);
         return SLUICE_EINVAL;
     }
-    sluice__store_config cfg;
-    memset(&cfg, 0, sizeof cfg);
-    cfg.scheme = k->scheme;
-    cfg.path = url.path;
-    cfg.path_len = url.path_len;
-    snprintf(cfg.base, sizeof cfg.base, "%s:%.*s", k->scheme, (int)(url.path_len < 300 ? url.path_len : 300), url.path);
-    if ((rc = read_options(opts, &o, err, errlen)) == 0 && (rc = fill(ops, &url, &o, &cfg, err, errlen)) == 0) {
-        cfg.clock = o.clock ? o.clock : sluice_clock_monotonic();
-        cfg.must_exist = o.must_exist;
-        cfg.caller_clock = o.caller_clock;
-        rc = ops->open(&cfg, out, err, errlen);
-    }
-    if (rc) {
-        name_the_store(cfg.base, err, errlen);
-        return rc;
-    }
-    (*out)->ops = ops;
-    (*out)->clock = cfg.clock;
-    return 0;
+    return open_kind(ops, k->scheme, &url, opts, out, err, errlen);
 }
 
 int sluice_store_open(const char *url, const sluice_store_options *opts, sluice_store **out) {

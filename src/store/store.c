@@ -1,8 +1,8 @@
 /* store/store.c: what all stores share: the argument checks every call
  * starts with (before the kind's operations table is called), the blocking
- * wait, batches, stats, the registry of the policies a store has met, and
- * the error message channel. Choosing a kind by URL and reading its
- * options is kinds.c's. */
+ * wait, batches, stats, the non-blocking calls and the loop interface, the
+ * registry of the policies a store has met, and the error message channel.
+ * Choosing a kind by URL and reading its options is kinds.c's. */
 #include "internal.h"
 
 #include <stdarg.h>
@@ -81,10 +81,6 @@ static int operate(sluice_store *s, const sluice_policy *p, const void *key, siz
     int64_t checked_cost = verb == SLUICE__VERB_RESET ? 1 : cost;
     if (!request_ok(p, key, key_len, checked_cost, now_ms))
         return check_request(s, p, key, key_len, checked_cost, now_ms);
-    if (!s->ops->operate_at) { /* TEMPORARY until every kind has the verbs */
-        sluice__store_errf(s, "%s: no peek, refund or reset yet", s->ops->scheme);
-        return SLUICE_EINVAL;
-    }
     sluice_decision ignored;
     return s->ops->operate_at(s, p, key, key_len, verb, cost, now_ms, out ? out : &ignored);
 }
@@ -255,6 +251,123 @@ const char *sluice_store_kind(const sluice_store *s) {
 
 void sluice_store_close(sluice_store *s) {
     if (!s) return;
+    sluice_store_detach_loop(s);
     if (last_error.store == s) last_error.store = NULL;
     s->ops->close(s);
+}
+
+/* ---- non-blocking calls and the loop interface ----
+ *
+ * A kind that waits on a server has async_at and the loop entries; a call
+ * is checked here, then handed to it. A kind that never waits (memory:,
+ * shm:) has none: its non-blocking call is its blocking one, made here at
+ * once, and the callback runs before the call returns. */
+
+/* TEMPORARY, until libsluice-redis has the non-blocking side: a kind from
+ * outside the core (the only ones are Redis's) with no async_at would make
+ * its blocking round trips on the loop's thread, so it is refused. */
+static int async_missing(const sluice_store *s) {
+    if (s->ops->async_at || s->ops == &sluice__memory_store || s->ops == &sluice__shm_store) return 0;
+    sluice__store_errf(s, "%s: the non-blocking API is not implemented yet", s->ops->scheme);
+    return 1;
+}
+
+static int async_call(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len, sluice__verb verb,
+                      int64_t cost, sluice_store_cb cb, void *user) {
+    if (!s) return SLUICE_EINVAL;
+    if (!cb) {
+        sluice__store_errf(s, "callback is NULL");
+        return SLUICE_EINVAL;
+    }
+    int64_t now_ms = sluice_clock_now_ms(s->clock);
+    int64_t checked_cost = verb == SLUICE__VERB_RESET ? 1 : cost;
+    if (__builtin_expect(!request_ok(p, key, key_len, checked_cost, now_ms), 0))
+        return check_request(s, p, key, key_len, checked_cost, now_ms);
+    if (s->ops->async_at) {
+        if (s->loop_state != SLUICE__LOOP_ATTACHED) {
+            sluice__store_errf(s, "%s: %s", s->ops->scheme,
+                               s->loop_state == SLUICE__LOOP_DETACHING
+                                   ? "its loop is being detached: no new non-blocking call"
+                                   : "no loop attached: a remote store's non-blocking calls need "
+                                     "sluice_store_attach_loop() first");
+            return SLUICE_EINVAL;
+        }
+        return s->ops->async_at(s, p, key, key_len, verb, cost, now_ms, cb, user);
+    }
+    if (async_missing(s)) return SLUICE_EINVAL;
+    sluice_decision d;
+    int rc = verb == SLUICE__VERB_ACQUIRE ? s->ops->acquire_at(s, p, key, key_len, cost, now_ms, &d)
+                                          : s->ops->operate_at(s, p, key, key_len, verb, cost, now_ms, &d);
+    if (rc < 0) memset(&d, 0, sizeof d);
+    cb(user, rc, &d);
+    return 0;
+}
+
+int sluice_store_acquire_async(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len, int64_t cost,
+                               sluice_store_cb cb, void *user) {
+    return async_call(s, p, key, key_len, SLUICE__VERB_ACQUIRE, cost, cb, user);
+}
+
+int sluice_store_peek_async(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len, int64_t cost,
+                            sluice_store_cb cb, void *user) {
+    return async_call(s, p, key, key_len, SLUICE__VERB_PEEK, cost, cb, user);
+}
+
+int sluice_store_refund_async(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len, int64_t cost,
+                              sluice_store_cb cb, void *user) {
+    return async_call(s, p, key, key_len, SLUICE__VERB_REFUND, cost, cb, user);
+}
+
+int sluice_store_reset_async(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                             sluice_store_cb cb, void *user) {
+    return async_call(s, p, key, key_len, SLUICE__VERB_RESET, 0, cb, user);
+}
+
+int sluice_store_attach_loop(sluice_store *s, const sluice_loop *loop) {
+    if (!s) return SLUICE_EINVAL;
+    if (!loop || loop->size < offsetof(sluice_loop, detached) || loop->size > 4096) {
+        if (!loop) sluice__store_errf(s, "loop is NULL");
+        else sluice__store_errf(s, "loop.size is %zu: set it with SLUICE_LOOP_INIT", loop->size);
+        return SLUICE_EINVAL;
+    }
+    if (!loop->watch || !loop->timer) {
+        sluice__store_errf(s, "loop.%s is NULL", !loop->watch ? "watch" : "timer");
+        return SLUICE_EINVAL;
+    }
+    if (s->loop_state != SLUICE__LOOP_NONE) {
+        sluice__store_errf(s, "%s: a loop is attached already (detach it first)", s->ops->scheme);
+        return SLUICE_EINVAL;
+    }
+    if (async_missing(s)) return SLUICE_EINVAL;
+    sluice_loop copy = SLUICE_LOOP_INIT;
+    memcpy(&copy, loop, loop->size < sizeof copy ? loop->size : sizeof copy);
+    copy.size = sizeof copy;
+    s->loop = copy;
+    s->loop_state = SLUICE__LOOP_ATTACHED;
+    int rc = s->ops->loop_attach ? s->ops->loop_attach(s) : 0;
+    if (rc) {
+        memset(&s->loop, 0, sizeof s->loop);
+        s->loop_state = SLUICE__LOOP_NONE;
+    }
+    return rc;
+}
+
+int sluice_store_detach_loop(sluice_store *s) {
+    if (!s) return SLUICE_EINVAL;
+    if (s->loop_state != SLUICE__LOOP_ATTACHED) return 0;
+    s->loop_state = SLUICE__LOOP_DETACHING;
+    if (s->ops->loop_detach) s->ops->loop_detach(s);
+    sluice_loop was = s->loop;
+    memset(&s->loop, 0, sizeof s->loop);
+    s->loop_state = SLUICE__LOOP_NONE;
+    if (was.detached) was.detached(was.user);
+    return 0;
+}
+
+void sluice_store_loop_ready(sluice_store *s, int fd, int events) {
+    if (s && s->loop_state == SLUICE__LOOP_ATTACHED && s->ops->loop_ready) s->ops->loop_ready(s, fd, events);
+}
+
+void sluice_store_loop_timeout(sluice_store *s) {
+    if (s && s->loop_state == SLUICE__LOOP_ATTACHED && s->ops->loop_timeout) s->ops->loop_timeout(s);
 }

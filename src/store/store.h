@@ -1,9 +1,11 @@
 /* store/store.h: the store interface. A store kind (memory/, shm/,
  * redis/) fills in one const table of operations (sluice__store_ops);
  * store.c chooses the kind by URL, parses its options, checks every
- * request's arguments once, and keeps the message channel. Also here: the
- * registry of the policies a store has met, and the store time every
- * store keeps. */
+ * request's arguments once, keeps the message channel, and gives the
+ * non-blocking calls and the loop interface to the kinds that wait on a
+ * server (the others complete them at once, through their blocking
+ * entries). Also here: the registry of the policies a store has met, and
+ * the store time every store keeps. */
 #ifndef SLUICE_STORE_H
 #define SLUICE_STORE_H
 
@@ -19,7 +21,7 @@
  * (libsluice-redis) carries the one it was built with, first in its table,
  * and is refused unless it is this one (so two libraries of different
  * versions never misread each other's structs). */
-#define SLUICE__STORE_INTERFACE 3
+#define SLUICE__STORE_INTERFACE 4
 
 /* ---- URL parameters: each kind declares the ones it takes ---- */
 
@@ -69,8 +71,10 @@ typedef struct {
     size_t text_len[SLUICE__PARAMS_MAX];
 } sluice__store_config;
 
-/* The verbs beside acquire (sluice_store_peek, _refund, _reset). */
-typedef enum { SLUICE__VERB_PEEK = 1, SLUICE__VERB_REFUND, SLUICE__VERB_RESET } sluice__verb;
+/* The verbs beside acquire (sluice_store_peek, _refund, _reset); a
+ * non-blocking call (async_at) also names acquire, which operate_at never
+ * gets. */
+typedef enum { SLUICE__VERB_ACQUIRE = 0, SLUICE__VERB_PEEK = 1, SLUICE__VERB_REFUND, SLUICE__VERB_RESET } sluice__verb;
 
 typedef struct sluice__store_ops {
     uint32_t version; /* SLUICE__STORE_INTERFACE: first, read before anything else */
@@ -95,13 +99,57 @@ typedef struct sluice__store_ops {
      * their check's error or 0); NULL: one acquire_at per request */
     void (*acquire_many)(sluice_store *s, const sluice_request *reqs, size_t n, int64_t now_ms,
                          sluice_decision *out, int *results);
+
+    /* ---- the non-blocking side: only a kind that waits on a server ----
+     * NULL in a kind that never waits (memory:, shm:): store.c then makes
+     * each non-blocking call its blocking one and calls back before it
+     * returns, and a loop attached to it is kept but never used. A kind
+     * that waits has all five. Each runs on the loop's thread (sluice.h). */
+    /* Starts a call (verb: SLUICE__VERB_ACQUIRE or another; arguments
+     * checked as for acquire_at and operate_at, a loop attached, cb not
+     * NULL; key copied if it is needed after the return). 0: cb(user, rc,
+     * d) is then called exactly once, never from within async_at itself
+     * (from loop_ready, loop_timeout or loop_detach), with d never NULL
+     * (all 0 when rc < 0, the message set with sluice__store_errf first);
+     * or an error (SLUICE_ENOMEM), cb never called. */
+    int (*async_at)(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                    sluice__verb verb, int64_t cost, int64_t now_ms, sluice_store_cb cb, void *user);
+    /* The loop s->loop was attached (store.c checked and copied it): 0, or
+     * an error (nothing left watched or armed; s->loop is then cleared). */
+    int (*loop_attach)(sluice_store *s);
+    /* The loop is being detached: complete every call in flight with
+     * SLUICE_ECANCELED, unwatch every fd (sluice__loop_watch(s, fd, 0)),
+     * disarm the timer. store.c refuses new calls meanwhile, then clears
+     * s->loop and calls its detached hook. */
+    void (*loop_detach)(sluice_store *s);
+    /* The loop's calls (sluice_store_loop_ready, _timeout), passed on when
+     * a loop is attached; an fd the kind does not watch is ignored. */
+    void (*loop_ready)(sluice_store *s, int fd, int events);
+    void (*loop_timeout)(sluice_store *s);
 } sluice__store_ops;
+
+/* Where a store's loop stands (struct sluice_store's loop_state). */
+enum { SLUICE__LOOP_NONE = 0, SLUICE__LOOP_ATTACHED, SLUICE__LOOP_DETACHING };
 
 /* The head of every store; each kind's struct starts with it. */
 struct sluice_store {
     const sluice__store_ops *ops;
     const sluice_clock *clock;
+    /* the attached loop (sluice_store_attach_loop), and where it stands:
+     * the loop thread's (sluice.h), read by store.c only for a kind with
+     * async_at */
+    sluice_loop loop;
+    int loop_state;
 };
+/* What a kind with async_at tells its loop (sluice.h, "The loop
+ * interface"): watch fd for events (0: stop); arm the timer to fire in ms
+ * (< 0: disarm). Only while a loop is attached. */
+static inline int sluice__loop_watch(sluice_store *s, int fd, int events) {
+    return s->loop.watch(s->loop.user, fd, events);
+}
+static inline void sluice__loop_timer(sluice_store *s, int64_t ms) {
+    s->loop.timer(s->loop.user, ms);
+}
 /* Sets the calling thread's message for sluice_store_errmsg(s). */
 SLUICE__SHARED void sluice__store_errf(const sluice_store *s, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -1,7 +1,8 @@
-/* store/redis/decide.c: policies and decisions. What the store keeps of a
- * policy (its names' start, decide.lua's arguments, asked of each part's
- * algorithm descriptor), one request made into a call of the script, its
- * reply read into a decision, and the store's acquire and batch. */
+/* store/redis/decide.c: policies, decisions and the verbs. What the store
+ * keeps of a policy (its names' start, its configuration's text and
+ * decide.lua's arguments, asked of each part's algorithm descriptor), one
+ * request made into a call of the script, its reply read into a decision,
+ * and the store's acquire, peek, refund, reset and batch. */
 #define _GNU_SOURCE
 #include "redis_internal.h"
 #include "local.h"
@@ -18,8 +19,7 @@ int sluice__redis_policy_init(void *item, void *ctx) {
     rpolicy *rp = item;
     redis_store *r = ctx;
     const sluice_policy *p = &rp->policy;
-    char text[SLUICE_POLICY_MAX_PARTS * 80];
-    sluice_policy_format(p, text, sizeof text);
+    size_t at = 0;
     for (size_t i = 0; i < p->n_parts; i++) {
         const sluice__params *q = &p->params[i];
         const sluice__algo *a = p->algo[i];
@@ -35,83 +35,94 @@ int sluice__redis_policy_init(void *item, void *ctx) {
                                p->name, i, part);
             return SLUICE_EINVAL;
         }
-        /* the script's arguments: algorithm, limit, then (p, r), a bucket's
-         * scaled units, or (W, 0) */
-        snprintf(rp->args[4 * i], 24, "%d", (int)a->id);
-        snprintf(rp->args[4 * i + 1], 24, "%lld", (long long)q->limit);
-        snprintf(rp->args[4 * i + 2], 24, "%lld", (long long)(gcra ? q->p : q->window_ms));
-        snprintf(rp->args[4 * i + 3], 24, "%lld", (long long)(gcra ? q->r : 0));
-        rp->n_logs += (a->flags & SLUICE__ALGO_GROWS) != 0; /* a sorted set of its own */
+        /* the script's configuration, which it also keeps beside a key's
+         * state: per part the algorithm (negated: a shadow part), limit,
+         * then (p, r), a bucket's scaled units, or (W, 0), and the period
+         * as configured (so that it tells apart every configuration that
+         * sluice_config does) */
+        int kind = p->shadow[i] ? -(int)a->id : (int)a->id;
+        at += (size_t)snprintf(rp->cfg + at, sizeof rp->cfg - at, "%s%d,%lld,%lld,%lld,%lld", i ? "/" : "", kind,
+                               (long long)q->limit, (long long)(gcra ? q->p : q->window_ms),
+                               (long long)(gcra ? q->r : 0), (long long)p->parts[i].period_ms);
+        if (a->flags & SLUICE__ALGO_GROWS) rp->logs |= 1u << i; /* a sorted set of its own */
     }
-    /* the configuration's fingerprint: a changed configuration under the
-     * same name is a new policy, with new names (sluice.h) */
-    uint64_t zero[2] = {0, 0};
-    uint64_t fp = sluice__siphash24(zero, text, strlen(text));
-    int len = snprintf(rp->name, sizeof rp->name, "%s{%s|%016llx|", r->prefix, p->name, (unsigned long long)fp);
+    rp->cfg_len = at;
+    /* a key is known by the policy's name alone: another configuration of
+     * the name finds it, and converts it (docs/semantics.md, "Retune") */
+    int len = snprintf(rp->name, sizeof rp->name, "%s{%s|", r->prefix, p->name);
     rp->name_len = (size_t)len;
     return 0;
 }
 
-/* ---- one decision ---- */
+/* ---- one call ---- */
 
-/* The call of the script for a request of cost at now_ms (the store's
- * time): the key's names, then the arguments decide.lua reads. */
-static void build(redis_store *r, const rpolicy *rp, const void *key, size_t key_len, int64_t cost,
-                  int64_t now_ms, call *k) {
+/* EVALSHA's arguments for call k (its policy, key, verb, cost and store
+ * time set): the key's names (its state, and the sorted sets of k->logs),
+ * then the arguments decide.lua reads. */
+static void build(redis_store *r, call *k) {
+    const rpolicy *rp = k->rp;
     int n = 0;
     k->argv[n] = "EVALSHA", k->lens[n++] = 7;
     k->argv[n] = r->sha, k->lens[n++] = 40;
-    k->lens[n] = (size_t)snprintf(k->numkeys, sizeof k->numkeys, "%d", 1 + rp->n_logs);
+    k->lens[n] = (size_t)snprintf(k->numkeys, sizeof k->numkeys, "%d", 1 + __builtin_popcount(k->logs));
     k->argv[n++] = k->numkeys;
     char *name = k->names[0];
     size_t len = rp->name_len;
     memcpy(name, rp->name, len);
-    len += (size_t)sprintf(name + len, "%zu:", key_len);
-    memcpy(name + len, key, key_len);
-    len += key_len;
+    len += (size_t)sprintf(name + len, "%zu:", k->key_len);
+    memcpy(name + len, k->key, k->key_len);
+    len += k->key_len;
     name[len++] = '}';
     k->slot = r->cluster ? sluice__redis_slot(name, len) : 0;
     k->argv[n] = name, k->lens[n++] = len;
-    for (size_t i = 0, logs = 0; i < rp->policy.n_parts; i++) {
-        if (!(rp->policy.algo[i]->flags & SLUICE__ALGO_GROWS)) continue; /* a state that grows: its own sorted set */
+    for (unsigned i = 0, logs = 0; i < SLUICE_POLICY_MAX_PARTS; i++) {
+        if (!(k->logs >> i & 1)) continue; /* a sorted set, named by its part's index */
         char *log = k->names[++logs];
         memcpy(log, name, len);
-        k->argv[n] = log, k->lens[n++] = len + (size_t)sprintf(log + len, ":%zu", i);
+        k->argv[n] = log, k->lens[n++] = len + (size_t)sprintf(log + len, ":%u", i);
     }
-    k->lens[n] = r->client_clock ? (size_t)snprintf(k->now, sizeof k->now, "%lld", (long long)now_ms) : 0;
+    k->lens[n] = r->client_clock ? (size_t)snprintf(k->now, sizeof k->now, "%lld", (long long)k->now_ms) : 0;
     k->argv[n++] = k->now;
-    k->lens[n] = (size_t)snprintf(k->cost, sizeof k->cost, "%lld", (long long)cost);
-    k->argv[n++] = k->cost;
+    /* a decision's cost, or a verb's letter and cost ("p3", "r1", "x0") */
+    k->lens[n] = k->verb == 'a' ? (size_t)snprintf(k->cost_text, sizeof k->cost_text, "%lld", (long long)k->cost)
+                                : (size_t)snprintf(k->cost_text, sizeof k->cost_text, "%c%lld", k->verb,
+                                                   (long long)k->cost);
+    k->argv[n++] = k->cost_text;
     k->lens[n] = (size_t)snprintf(k->grace, sizeof k->grace, "%lld", (long long)r->ttl_grace_ms);
     k->argv[n++] = k->grace;
-    for (size_t i = 0; i < 4 * rp->policy.n_parts; i++) {
-        k->argv[n] = rp->args[i];
-        k->lens[n++] = strlen(rp->args[i]);
-    }
+    k->argv[n] = rp->cfg, k->lens[n++] = rp->cfg_len;
     k->argc = n;
 }
 
-/* Reads the script's reply into d: 0, or -1 with why. With the client's
- * clock, waits count from the caller's reading (the script's element 8 is
- * the time it decided at). */
-static int read_decision(redis_store *r, const call *k, redisReply *reply, sluice_decision *d,
-                         char *why, size_t whylen) {
+#define NAMES 1 /* read_reply: the script asks for more names */
+
+/* Reads the script's reply into d: 0; NAMES, with the sorted sets the
+ * script needs besides k's in *need (the key is kept by a configuration
+ * with logs elsewhere: nothing changed); or -1 with why. With the
+ * client's clock, waits count from the caller's reading (the script's
+ * element 8 is the time it decided at), and an admission raises the
+ * store's time. */
+static int read_reply(redis_store *r, const call *k, redisReply *reply, sluice_decision *d, unsigned *need,
+                      char *why, size_t whylen) {
     if (reply->type == REDIS_REPLY_ERROR) {
         snprintf(why, whylen, "%s", reply->str);
         return -1;
     }
-    if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 9) {
+    size_t n = reply->type == REDIS_REPLY_ARRAY ? reply->elements : 0;
+    for (size_t i = 0; i < n; i++)
+        if (reply->element[i]->type != REDIS_REPLY_INTEGER) n = 0;
+    if (n == 2 && reply->element[0]->integer == -1 && reply->element[1]->integer > 0 &&
+        reply->element[1]->integer <= ALL_LOGS && (reply->element[1]->integer & ~(long long)k->logs)) {
+        *need = (unsigned)reply->element[1]->integer;
+        return NAMES;
+    }
+    if (n != 10) {
         snprintf(why, whylen, "unexpected reply to the decision script");
         return -1;
     }
-    for (int i = 0; i < 9; i++)
-        if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
-            snprintf(why, whylen, "unexpected reply to the decision script");
-            return -1;
-        }
     d->allowed = reply->element[0]->integer != 0;
     d->enforced = true;
-    d->shadow_denied = false; /* shadow parts: not yet in the script */
+    d->shadow_denied = reply->element[9]->integer != 0;
     d->local = false;
     d->remaining = reply->element[1]->integer;
     d->retry_after_ms = reply->element[2]->integer;
@@ -121,7 +132,7 @@ static int read_decision(redis_store *r, const call *k, redisReply *reply, sluic
     d->part = (int32_t)reply->element[6]->integer;
     d->part_reset_ms = reply->element[8]->integer;
     if (r->client_clock) {
-        if (d->allowed) sluice__store_time_raise(&r->now_ms, reply->element[7]->integer);
+        if (d->allowed && k->verb == 'a') sluice__store_time_raise(&r->now_ms, reply->element[7]->integer);
         sluice__decision_lag(d, reply->element[7]->integer - k->reading_ms);
     }
     return 0;
@@ -139,21 +150,17 @@ static int failed(redis_store *r, const char *why, sluice_decision *d) {
     return 0;
 }
 
-/* The same for a request: on_error=local decides it by the local limit
+/* The same for a call: on_error=local makes it on the local limit
  * (local.c); any other on_error as above. */
-static int failed_request(redis_store *r, const char *why, const sluice_policy *p, const void *key, size_t key_len,
-                          int64_t cost, int64_t now_ms, sluice_decision *d) {
-    if (r->local) return sluice__redis_local_decide(r, why, p, key, key_len, cost, now_ms, d);
+static int failed_call(redis_store *r, const char *why, const call *k, sluice_decision *d) {
+    if (r->local)
+        return sluice__redis_local_decide(r, why, k->verb, &k->rp->policy, k->key, k->key_len, k->cost, k->reading_ms, d);
     return failed(r, why, d);
 }
 
-static int failed_in_batch(redis_store *r, const char *why, const sluice_request *q, int64_t now_ms,
-                           sluice_decision *d) {
-    return failed_request(r, why, q->policy, q->key, q->key_len, q->cost, now_ms, d);
-}
-
-/* Store time, policy and arguments of one request: 0 or an error. */
-static int prepare(redis_store *r, const sluice_policy *p, const void *key, size_t key_len,
+/* Store time, policy and arguments of one call (verb, cost at now_ms): 0
+ * or an error. */
+static int prepare(redis_store *r, const sluice_policy *p, const void *key, size_t key_len, char verb,
                    int64_t cost, int64_t now_ms, call *k) {
     unsigned id;
     int rc = sluice__policy_set_id(&r->policies, &r->head, p, &id, NULL);
@@ -167,31 +174,67 @@ static int prepare(redis_store *r, const sluice_policy *p, const void *key, size
         }
         now_ms = sluice__store_time(&r->now_ms, now_ms);
     }
-    build(r, sluice__policy_item(&r->policies, id), key, key_len, cost, now_ms, k);
+    k->rp = sluice__policy_item(&r->policies, id);
+    k->key = key, k->key_len = key_len;
+    k->verb = verb;
+    /* a reset deletes every name the key may have, under any configuration */
+    k->logs = verb == 'x' ? ALL_LOGS : k->rp->logs;
+    k->cost = cost, k->now_ms = now_ms;
+    build(r, k);
     return 0;
 }
 
-/* A decision the server made. */
-static void count(redis_store *r, const sluice_decision *d) {
-    atomic_fetch_add_explicit(d->allowed ? &r->allowed : &r->denied, 1, memory_order_relaxed);
+/* A decision counted (verbs are not decisions). */
+static void count(redis_store *r, const call *k, const sluice_decision *d) {
     sluice__redis_local_answered(r); /* on_error=local: the server is back, local states go */
+    if (k->verb != 'a') return;
+    atomic_fetch_add_explicit(d->allowed ? &r->allowed : &r->denied, 1, memory_order_relaxed);
+    if (d->shadow_denied) atomic_fetch_add_explicit(&r->shadow_denied, 1, memory_order_relaxed);
+}
+
+/* Sends call k by deadline_ms and reads its decision into d, calling again
+ * with the names the script asks for (a key a configuration with other
+ * logs keeps: then two round trips, or more when the key changes hands
+ * meanwhile): 0, or what on_error says. */
+static int run(redis_store *r, call *k, int64_t deadline_ms, sluice_decision *d) {
+    char why[256];
+    for (int round = 0;; round++) {
+        redisReply *reply = sluice__redis_send(r, k, deadline_ms, why, sizeof why);
+        if (!reply) return failed_call(r, why, k, d);
+        unsigned need = 0;
+        int rc = read_reply(r, k, reply, d, &need, why, sizeof why);
+        freeReplyObject(reply);
+        if (rc == 0) {
+            count(r, k, d);
+            return 0;
+        }
+        if (rc < 0) return failed_call(r, why, k, d);
+        if (round == 3) return failed_call(r, "the key's configuration kept changing", k, d);
+        k->logs |= need;
+        build(r, k);
+    }
 }
 
 int sluice__redis_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
                              int64_t cost, int64_t now_ms, sluice_decision *d) {
     redis_store *r = (redis_store *)s;
     call k;
-    char why[256];
     int64_t deadline_ms = sluice__redis_deadline(r);
-    int rc = prepare(r, p, key, key_len, cost, now_ms, &k);
-    if (rc) return rc;
-    redisReply *reply = sluice__redis_send(r, &k, deadline_ms, why, sizeof why);
-    if (!reply) return failed_request(r, why, p, key, key_len, cost, now_ms, d);
-    rc = read_decision(r, &k, reply, d, why, sizeof why);
-    freeReplyObject(reply);
-    if (rc) return failed_request(r, why, p, key, key_len, cost, now_ms, d);
-    count(r, d);
-    return 0;
+    int rc = prepare(r, p, key, key_len, 'a', cost, now_ms, &k);
+    return rc ? rc : run(r, &k, deadline_ms, d);
+}
+
+/* Peek and refund as the script's verbs, in one round trip as a decision;
+ * a reset deletes every name the key may have (the script's DEL of all
+ * nine, then a peek of cost 1 on a fresh state at its time). */
+int sluice__redis_operate_at(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                             sluice__verb verb, int64_t cost, int64_t now_ms, sluice_decision *d) {
+    redis_store *r = (redis_store *)s;
+    call k;
+    int64_t deadline_ms = sluice__redis_deadline(r);
+    char v = verb == SLUICE__VERB_PEEK ? 'p' : verb == SLUICE__VERB_REFUND ? 'r' : 'x';
+    int rc = prepare(r, p, key, key_len, v, cost, now_ms, &k);
+    return rc ? rc : run(r, &k, deadline_ms, d);
 }
 
 /* A batch: per node, every call appended, then every reply read: one
@@ -214,7 +257,7 @@ void sluice__redis_acquire_many(sluice_store *s, const sluice_request *reqs, siz
     }
     for (size_t i = 0; i < n; i++) {
         if (results[i]) continue;
-        results[i] = prepare(r, reqs[i].policy, reqs[i].key, reqs[i].key_len, reqs[i].cost, now_ms, &calls[i]);
+        results[i] = prepare(r, reqs[i].policy, reqs[i].key, reqs[i].key_len, 'a', reqs[i].cost, now_ms, &calls[i]);
         pending[i] = results[i] == 0;
     }
     /* each call's node, looked up once: the slot map may change meanwhile
@@ -241,16 +284,21 @@ void sluice__redis_acquire_many(sluice_store *s, const sluice_request *reqs, siz
                 /* sent, maybe run: failed, never sent twice */
                 if (!broken) sluice__redis_lost_reply(r, nd, c, why, sizeof why);
                 broken = 1;
-                results[i] = failed_in_batch(r, why, &reqs[i], now_ms, &out[i]);
+                results[i] = failed_call(r, why, &calls[i], &out[i]);
                 pending[i] = 0;
                 continue;
             }
             redisReply *reply = v;
-            if (read_decision(r, &calls[i], reply, &out[i], why, sizeof why) == 0) {
-                count(r, &out[i]);
+            unsigned need = 0;
+            int rc = read_reply(r, &calls[i], reply, &out[i], &need, why, sizeof why);
+            if (rc == 0) {
+                count(r, &calls[i], &out[i]);
                 pending[i] = 0;
+            } else if (rc == NAMES) { /* again below, with the names it needs */
+                calls[i].logs |= need;
+                build(r, &calls[i]);
             } else if (!sluice__redis_not_run(reply)) { /* an error the script may have met mid-way */
-                results[i] = failed_in_batch(r, why, &reqs[i], now_ms, &out[i]);
+                results[i] = failed_call(r, why, &calls[i], &out[i]);
                 pending[i] = 0;
             }
             freeReplyObject(reply);
@@ -258,18 +306,8 @@ void sluice__redis_acquire_many(sluice_store *s, const sluice_request *reqs, siz
         if (shortened && !broken) sluice__redis_restore_timeout(r, c);
         sluice__redis_give(nd, c, broken);
     }
-    for (size_t i = 0; i < n; i++) {
-        if (!pending[i]) continue;
-        redisReply *reply = sluice__redis_send(r, &calls[i], deadline_ms, why, sizeof why);
-        if (!reply) {
-            results[i] = failed_in_batch(r, why, &reqs[i], now_ms, &out[i]);
-            continue;
-        }
-        int rc = read_decision(r, &calls[i], reply, &out[i], why, sizeof why);
-        freeReplyObject(reply);
-        if (rc) results[i] = failed_in_batch(r, why, &reqs[i], now_ms, &out[i]);
-        else count(r, &out[i]);
-    }
+    for (size_t i = 0; i < n; i++)
+        if (pending[i]) results[i] = run(r, &calls[i], deadline_ms, &out[i]);
     free(dest);
     free(calls);
     free(pending);

@@ -10,9 +10,11 @@
  *
  * so N hosts each at their share admit at most what the shared limit does
  * (rounding only ever takes away), except where a share would fall below 1
- * and keeps 1. A request costing more than its share's limit (it fits the
- * whole limit, never the share) is denied with retry_after_ms at least 100,
- * when the server may be back, and the other fields of a peek at cost 1.
+ * and keeps 1. A request (or a peek) costing more than its share's limit
+ * (it fits the whole limit, never the share) is denied with retry_after_ms
+ * at least 100, when the server may be back, and the other fields of a
+ * peek at cost 1. Peeks, refunds (capped at the share's limit) and resets
+ * are made on the local limit too; only requests count in stats.local.
  *
  * N: local_share=1/N fixes it; else each store learns it from the instance
  * registry, PREFIX{instances}, a sorted set of store instance ids (host,
@@ -123,7 +125,9 @@ static int64_t parse_share(const char *text, size_t len) {
 /* Under the write lock. */
 static int open_episode(redis_store *r, struct sluice__redis_local *l) {
     char err[256];
-    int rc = sluice_store_open_err("memory:", NULL, &l->mem, err, sizeof err);
+    sluice_store_options o = SLUICE_STORE_OPTIONS_INIT;
+    o.clock = r->head.clock; /* a reset reads it, as the server's reset the store's */
+    int rc = sluice_store_open_err("memory:", &o, &l->mem, err, sizeof err);
     if (rc) {
         sluice__store_errf(&r->head, "redis: on_error=local: cannot open the local store: %s", err);
         return rc;
@@ -205,8 +209,8 @@ void sluice__redis_local_answered(redis_store *r) {
     pthread_rwlock_unlock(&l->lock);
 }
 
-int sluice__redis_local_decide(redis_store *r, const char *why, const sluice_policy *p, const void *key,
-                               size_t key_len, int64_t cost, int64_t now_ms, sluice_decision *d) {
+int sluice__redis_local_decide(redis_store *r, const char *why, char verb, const sluice_policy *p,
+                               const void *key, size_t key_len, int64_t cost, int64_t now_ms, sluice_decision *d) {
     struct sluice__redis_local *l = r->local;
     atomic_fetch_add(&r->failures, 1);
     pthread_rwlock_rdlock(&l->lock);
@@ -223,8 +227,14 @@ int sluice__redis_local_decide(redis_store *r, const char *why, const sluice_pol
     int rc = sluice__policy_set_id(&l->scaled, &r->head, p, &id, NULL);
     if (rc == 0) {
         const sluice_policy *share = ((const scaled_item *)sluice__policy_item(&l->scaled, id))->scaled;
-        if (cost <= sluice_policy_max_cost(share)) {
-            rc = sluice_store_acquire_at(l->mem, share, key, key_len, cost, now_ms, d);
+        int64_t most = sluice_policy_max_cost(share);
+        if (verb == 'x') {
+            rc = sluice_store_reset(l->mem, share, key, key_len, d); /* at the store's clock, as the server's */
+        } else if (verb == 'r') {
+            rc = sluice_store_refund_at(l->mem, share, key, key_len, cost < most ? cost : most, now_ms, d);
+        } else if (cost <= most) {
+            rc = verb == 'p' ? sluice_store_peek_at(l->mem, share, key, key_len, cost, now_ms, d)
+                             : sluice_store_acquire_at(l->mem, share, key, key_len, cost, now_ms, d);
         } else if ((rc = sluice_store_peek_at(l->mem, share, key, key_len, 1, now_ms, d)) == 0) {
             /* beyond the share's limit: never admitted here; the fields a
              * peek at cost 1 gives, remaining what is available now */
@@ -243,8 +253,10 @@ int sluice__redis_local_decide(redis_store *r, const char *why, const sluice_pol
     if (rc) return rc;
     d->enforced = true;
     d->local = true;
-    atomic_fetch_add(&l->decisions, 1);
-    atomic_fetch_add_explicit(d->allowed ? &r->allowed : &r->denied, 1, memory_order_relaxed);
+    if (verb == 'a') { /* verbs are not decisions */
+        atomic_fetch_add(&l->decisions, 1);
+        atomic_fetch_add_explicit(d->allowed ? &r->allowed : &r->denied, 1, memory_order_relaxed);
+    }
     sluice__store_errf(&r->head, "redis: %s; decided by the local limit (on_error=local), this host's share 1/%lld%s",
                        why, (long long)n, l->fixed_n ? " (local_share)" : "");
     return 0;

@@ -14,10 +14,11 @@
  * with err. */
 int sluice__redis_local_open(redis_store *r, const char *share, size_t share_len, char *err, size_t errlen);
 void sluice__redis_local_free(redis_store *r);
-/* The server could not decide (why): the local limit's decision, counted
- * (stats.local, and allowed or denied), the store's message saying why. */
-int sluice__redis_local_decide(redis_store *r, const char *why, const sluice_policy *p, const void *key,
-                               size_t key_len, int64_t cost, int64_t now_ms, sluice_decision *d);
+/* The server could not make call verb (a, p, r, x: acquire, peek, refund,
+ * reset; why): the local limit makes it; an acquire is counted
+ * (stats.local, and allowed or denied); the store's message says why. */
+int sluice__redis_local_decide(redis_store *r, const char *why, char verb, const sluice_policy *p,
+                               const void *key, size_t key_len, int64_t cost, int64_t now_ms, sluice_decision *d);
 /* The server decided: the local states, if any, are dropped. O(1) (one
  * atomic load) when there are none. */
 void sluice__redis_local_answered(redis_store *r);

@@ -1,17 +1,22 @@
 /* store/redis/redis.c: per-key state in Redis, for limits shared by many
  * hosts. "redis://HOST:PORT[/DB]?..." or "redis-cluster://H:P[,H:P...]?...".
  *
- * One decision is one round trip: EVALSHA of decide.lua, which decides every
- * part of the policy atomically on the server with the same exact semantics
- * as the C algorithms (on NOSCRIPT the script is loaded and the call made
- * once more). Keys travel as binary-safe arguments, never inside a command
- * string. A key's Redis names:
+ * One decision, peek, refund or reset is one round trip: EVALSHA of
+ * decide.lua, which decides every part of the policy atomically on the
+ * server with the same exact semantics as the C algorithms (on NOSCRIPT the
+ * script is loaded and the call made once more). Keys travel as
+ * binary-safe arguments, never inside a command string. A key's Redis
+ * names, by the policy's NAME alone (the state begins with the
+ * configuration that wrote it; another configuration of the name converts
+ * it in the same call: docs/semantics.md, "Retune"):
  *
- *   PREFIX{NAME|FP|LEN:KEY}        its state        (FP: 16 hex digits of the
- *   PREFIX{NAME|FP|LEN:KEY}:I      sliding-log part I  policy's configuration)
+ *   PREFIX{NAME|LEN:KEY}        its state
+ *   PREFIX{NAME|LEN:KEY}:I      the sorted set of sliding-log part I
  *
  * LEN makes the names unambiguous for any key bytes, and everything up to
- * the first '}' is shared, so all names of one decision hash to one slot.
+ * the first '}' is shared, so all names of one call hash to one slot. (A
+ * key kept by a configuration with logs the call did not name costs one
+ * more round trip, once: the script asks for them.)
  * Every write sets an expiry: the time until the key is fresh again (plus
  * ttl_grace_ms, by default 60 s with clock=client only).
  *
@@ -74,6 +79,7 @@ static void redis_stats(sluice_store *s, sluice_stats *out) {
     out->denied = atomic_load(&r->denied);
     out->failures = atomic_load(&r->failures);
     out->reconnects = atomic_load(&r->reconnects);
+    out->shadow_denied = atomic_load(&r->shadow_denied);
     out->local = sluice__redis_local_count(r);
     out->keys = 0;
     uint8_t needed[NODES_MAX];
@@ -272,6 +278,7 @@ __attribute__((visibility("default"))) const sluice__store_ops sluice_redis_stor
     .n_params = sizeof redis_params / sizeof redis_params[0],
     .open = redis_open,
     .acquire_at = sluice__redis_acquire_at,
+    .operate_at = sluice__redis_operate_at,
     .stats = redis_stats,
     .close = redis_close,
     .acquire_many = sluice__redis_acquire_many,
@@ -284,6 +291,7 @@ __attribute__((visibility("default"))) const sluice__store_ops sluice_redis_clus
     .n_params = sizeof redis_params / sizeof redis_params[0],
     .open = cluster_open,
     .acquire_at = sluice__redis_acquire_at,
+    .operate_at = sluice__redis_operate_at,
     .stats = redis_stats,
     .close = redis_close,
     .acquire_many = sluice__redis_acquire_many,

@@ -28,7 +28,9 @@
 #define NO_DEADLINE INT64_MAX         /* open: each step has its own timeouts */
 #define CLIENT_TIME_MAX_MS (INT64_C(1) << 50) /* exact in Lua's doubles */
 #define NAME_MAX_BYTES (64 + SLUICE_POLICY_NAME_MAX + 48 + SLUICE_KEY_MAX)
-#define ARGS_MAX (3 + 1 + SLUICE_POLICY_MAX_PARTS + 3 + 4 * SLUICE_POLICY_MAX_PARTS)
+#define ARGS_MAX (3 + 1 + SLUICE_POLICY_MAX_PARTS + 4)
+#define CFG_MAX (64 * SLUICE_POLICY_MAX_PARTS) /* a configuration's text for the script (decide.lua's CFG) */
+#define ALL_LOGS ((1u << SLUICE_POLICY_MAX_PARTS) - 1)
 
 /* A server (a cluster's master, or the one server), and its pool. */
 typedef struct {
@@ -42,15 +44,18 @@ typedef struct {
     _Atomic int64_t retry_at_ms; /* while down: no connect before this  */
 } node;
 
-/* What the store knows of a policy: the start of its key names, its
- * script arguments, and how many of its parts keep a sorted set of their
- * own (a state that grows: SLUICE__ALGO_GROWS). */
+/* What the store knows of a policy: the start of its key names (its name
+ * alone: every configuration of a name shares its keys), its
+ * configuration as decide.lua takes it (and keeps it beside a key's
+ * state), and which of its parts keep a sorted set of their own (a
+ * state that grows: SLUICE__ALGO_GROWS). */
 typedef struct {
     sluice_policy policy;
-    char name[64 + SLUICE_POLICY_NAME_MAX + 24]; /* PREFIX{NAME|FP| */
+    char name[64 + SLUICE_POLICY_NAME_MAX + 4]; /* PREFIX{NAME| */
     size_t name_len;
-    int n_logs; /* parts with a sorted set of their own */
-    char args[4 * SLUICE_POLICY_MAX_PARTS][24];
+    unsigned logs; /* bit i: part i has a sorted set of its own */
+    char cfg[CFG_MAX]; /* decide.lua's CFG */
+    size_t cfg_len;
 } rpolicy;
 
 typedef struct {
@@ -70,17 +75,24 @@ typedef struct {
     node *nodes[NODES_MAX];
     _Atomic int n_nodes;
     _Atomic uint8_t slots[16384]; /* cluster: slot -> node */
-    atomic_llong allowed, denied, failures, reconnects;
+    atomic_llong allowed, denied, failures, reconnects, shadow_denied;
     struct sluice__redis_local *local; /* on_error=local (local.c); else NULL */
 } redis_store;
 
-/* One call of the decision script: EVALSHA's arguments, and where it goes. */
+/* One call of the script: what it asks (a decision, or a verb), EVALSHA's
+ * arguments, and where it goes. */
 typedef struct {
+    const rpolicy *rp;
+    const void *key;
+    size_t key_len;
+    char verb;         /* a(cquire), p(eek), r(efund), x (reset): decide.lua's ARGV[2] */
+    unsigned logs;     /* bit i: the sorted set of part i is among its names */
+    int64_t cost, now_ms; /* now_ms: the store's time (clock=client) */
     const char *argv[ARGS_MAX];
     size_t lens[ARGS_MAX];
     int argc;
     char names[1 + SLUICE_POLICY_MAX_PARTS][NAME_MAX_BYTES + 8];
-    char now[24], cost[24], grace[24], numkeys[8];
+    char now[24], cost_text[32], grace[24], numkeys[8];
     unsigned slot;
     int64_t reading_ms; /* clock=client: the caller's reading */
 } call;
@@ -141,6 +153,8 @@ redisReply *sluice__redis_send(redis_store *r, call *k, int64_t deadline_ms, cha
 int sluice__redis_policy_init(void *item, void *ctx);
 int sluice__redis_acquire_at(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
                              int64_t cost, int64_t now_ms, sluice_decision *d);
+int sluice__redis_operate_at(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                             sluice__verb verb, int64_t cost, int64_t now_ms, sluice_decision *d);
 void sluice__redis_acquire_many(sluice_store *s, const sluice_request *reqs, size_t n, int64_t now_ms,
                                 sluice_decision *out, int *results);
 

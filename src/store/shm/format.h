@@ -251,7 +251,7 @@ static inline uint32_t shm_tail_off(uint32_t key_bytes) {
 
 /* The geometry of a file of max_keys keys (1..SLUICE_MAX_KEYS_MAX),
  * key_bytes (1..512), state_bytes (16..2^20, a multiple of 16) and an
- * overflow area of overflow_bytes (0, or 2 * 4096 .. 2^47, a multiple of
+ * overflow area of overflow_bytes (0, or 2 * 4096 .. 2^40, a multiple of
  * 4096). */
 static inline void shm_geometry_of(shm_geometry *g, uint64_t max_keys, uint32_t key_bytes, uint32_t state_bytes,
                                    uint64_t overflow_bytes) {

@@ -274,8 +274,13 @@ void sluice__shm_close(sluice_store *s) {
 
 int sluice__shm_open(const sluice__store_config *cfg, sluice_store **out, char *err, size_t errlen) {
     shm_params want;
-    if (cfg->path_len == 0 || cfg->path_len >= sizeof((shm_store *)0)->path) {
+    if (cfg->path_len == 0) {
         sluice__errf(err, errlen, "store URL shm:PATH needs a file path");
+        return SLUICE_EINVAL;
+    }
+    if (cfg->path_len >= sizeof((shm_store *)0)->path) {
+        sluice__errf(err, errlen, "shm: path of %zu bytes is too long (at most %zu)", cfg->path_len,
+                     sizeof((shm_store *)0)->path - 1);
         return SLUICE_EINVAL;
     }
     read_params(cfg, &want);
