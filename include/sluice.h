@@ -223,10 +223,16 @@ SLUICE_EXTERN int sluice_config_format(const sluice_config *c, char *buf, size_t
  *                 on_error=allow (its default) the request is admitted
  *                 without being counted, with on_error=deny it is denied
  *                 with retry_after_ms 100; every other field is then 0.
+ *                 A decision of the local limit (local) is enforced.
  *  local          true when a remote store could not decide and its local
  *                 limit did (on_error=local): an in-process limit of this
- *                 host's share of the policy (see the store's options);
- *                 every field is then the local limit's.
+ *                 host's share of the policy (see redis: local_share); every
+ *                 field is then the local limit's, exactly as a memory:
+ *                 store under the scaled policy would answer, except that a
+ *                 request costing more than the share's limit is denied
+ *                 with retry_after_ms at least 100, its other fields a
+ *                 peek's at cost 1 (remaining: what is available now).
+ *                 false whenever the server decided.
  *  shadow_denied  true when a shadow part of the policy would have denied
  *                 the request (it was decided, and counted nothing). The
  *                 other fields come from the enforced parts alone; a
@@ -448,7 +454,10 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  *             about five (make bench: bench_shm).
  *   redis:    timeout_ms=N (per command, default 100), connect_timeout_ms=N
  *             (200): see sluice_store_options for the bound they put on
- *             every call; on_error=allow|deny|error (allow), clock=server|client
+ *             every call; on_error=allow|deny|error|local (allow; see
+ *             sluice_on_error), local_share=1/N (on_error=local only: this
+ *             host's share, N in 1..1000000; without it N is learned, below),
+ *             clock=server|client
  *             (server: the script reads Redis's TIME, so hosts with skewed
  *             clocks agree; client: the store's clock, for tests and
  *             simulations; the default is client when the options ask for
@@ -472,6 +481,29 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  * tau = capacity * p, or a sliding window's limit times its window, above
  * 2^51, in the scaled units of docs/semantics.md), and client-clock
  * readings beyond +-2^50 ms.
+ *
+ * on_error=local: when the server cannot decide (down, a timeout, an error
+ * reply such as refused writes), an in-process memory: store decides under
+ * the same policy, each part scaled to this host's share 1/N: a limit or
+ * capacity L becomes floor(L/N), and a rate R per P becomes R/N per P (when
+ * N divides R), else R per N*P (the same rate), else floor(R/N) per P; a
+ * share that would fall below 1 keeps 1. N is local_share's, or else the
+ * number of store instances that used this server with the same prefix in
+ * the last minute, which each store learns by itself: every 3 s at most,
+ * commands sent in the same write as an ordinary decision (one round trip)
+ * keep a sorted set, PREFIX{instances}, of instance ids and the wall-clock
+ * ms they were last seen (it expires 2 minutes after the last; stats' keys
+ * count it). N is remembered for when the server is gone; 1 before any is
+ * learned. In a cluster the set lives on one node, and a store learns N
+ * only from decisions that go to that node (batches do not carry it). The
+ * first local decision of an outage starts the local states fresh; the
+ * server's first decision after it drops them: decisions go back to the
+ * server by themselves as soon as it answers (a down server is tried again
+ * every 100 ms). Local decisions have local = true and enforced = true, are
+ * counted in stats (local, failures, and allowed or denied), and
+ * sluice_store_errmsg says why the server could not decide and the share
+ * used. A peek, refund (capped at the share's limit) or reset the server
+ * cannot make is made on the local limit alike (counted in failures only).
  *
  * A store is thread-safe: any number of threads may call sluice_store_*()
  * on one store at once (except _close). Each decision is atomic for its key;
@@ -523,9 +555,26 @@ typedef enum { SLUICE_ON_FULL_EVICT = 0, SLUICE_ON_FULL_REFUSE = 1 } sluice_on_f
 
 /* What a remote store does when it cannot decide (server down, timeout):
  * admit without enforcing (the default: a limiter should not take the
- * service down with it), deny, or return SLUICE_ESTORE. Both fail modes
- * mark the decision enforced = false. */
-typedef enum { SLUICE_ON_ERROR_ALLOW = 0, SLUICE_ON_ERROR_DENY = 1, SLUICE_ON_ERROR_ERROR = 2 } sluice_on_error;
+ * service down with it), deny, return SLUICE_ESTORE, or decide by a local
+ * limit of this host's share (redis: "on_error=local"). allow and deny mark
+ * the decision enforced = false; local marks it local = true.
+ *
+ * Why allow stays the default, though local is what most deployments want
+ * (set it): (1) the options struct's 0 is both "the default" and
+ * SLUICE_ON_ERROR_ALLOW, so with local as the default a caller that asks
+ * for allow explicitly would silently get local; (2) local keeps per-key
+ * state in the process during an outage (up to the memory: store's
+ * 1,000,000 keys) and needs the share right: a host started during an
+ * outage has learned no N and admits a whole limit, and a cluster store
+ * whose keys never reach the registry's node keeps N = 1, so the hosts
+ * together may admit up to N times the limit; allow's failure (no limit,
+ * no state) is at least plain to see in enforced = false. */
+typedef enum {
+    SLUICE_ON_ERROR_ALLOW = 0,
+    SLUICE_ON_ERROR_DENY = 1,
+    SLUICE_ON_ERROR_ERROR = 2,
+    SLUICE_ON_ERROR_LOCAL = 3
+} sluice_on_error;
 
 /* Options that may grow: set size with SLUICE_STORE_OPTIONS_INIT, so that
  * adding a field never breaks a caller. Zero fields mean defaults. */
@@ -577,7 +626,9 @@ typedef struct sluice_stats {
     int64_t reconnects; /* remote stores: connections made after a failure */
     int64_t shadow_denied; /* decisions a shadow part would have denied  */
     int64_t local;     /* remote stores: decisions made by the local limit
-                          while the server could not (on_error=local)    */
+                          while the server could not (on_error=local);
+                          each counted in failures, and in allowed or
+                          denied, too                                    */
     int64_t cached_denials; /* remote stores: denials answered from the
                           cache of denials, with no round trip          */
 } sluice_stats;

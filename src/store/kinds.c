@@ -225,7 +225,7 @@ static int read_options(const sluice_store_options *opts, sluice_store_options *
         }
         memcpy(o, opts, opts->size < sizeof *o ? opts->size : sizeof *o);
     }
-    if (o->on_error < SLUICE_ON_ERROR_ALLOW || o->on_error > SLUICE_ON_ERROR_ERROR) {
+    if (o->on_error < SLUICE_ON_ERROR_ALLOW || o->on_error > SLUICE_ON_ERROR_LOCAL) {
         sluice__errf(err, errlen, "options.on_error %d is not a sluice_on_error", (int)o->on_error);
         return SLUICE_EINVAL;
     }

@@ -5,6 +5,7 @@
  * and the store's acquire, peek, refund, reset and batch. */
 #define _GNU_SOURCE
 #include "redis_internal.h"
+#include "local.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -149,6 +150,14 @@ static int failed(redis_store *r, const char *why, sluice_decision *d) {
     return 0;
 }
 
+/* The same for a call: on_error=local makes it on the local limit
+ * (local.c); any other on_error as above. */
+static int failed_call(redis_store *r, const char *why, const call *k, sluice_decision *d) {
+    if (r->local)
+        return sluice__redis_local_decide(r, why, k->verb, &k->rp->policy, k->key, k->key_len, k->cost, k->reading_ms, d);
+    return failed(r, why, d);
+}
+
 /* Store time, policy and arguments of one call (verb, cost at now_ms): 0
  * or an error. */
 static int prepare(redis_store *r, const sluice_policy *p, const void *key, size_t key_len, char verb,
@@ -177,6 +186,7 @@ static int prepare(redis_store *r, const sluice_policy *p, const void *key, size
 
 /* A decision counted (verbs are not decisions). */
 static void count(redis_store *r, const call *k, const sluice_decision *d) {
+    sluice__redis_local_answered(r); /* on_error=local: the server is back, local states go */
     if (k->verb != 'a') return;
     atomic_fetch_add_explicit(d->allowed ? &r->allowed : &r->denied, 1, memory_order_relaxed);
     if (d->shadow_denied) atomic_fetch_add_explicit(&r->shadow_denied, 1, memory_order_relaxed);
@@ -190,7 +200,7 @@ static int run(redis_store *r, call *k, int64_t deadline_ms, sluice_decision *d)
     char why[256];
     for (int round = 0;; round++) {
         redisReply *reply = sluice__redis_send(r, k, deadline_ms, why, sizeof why);
-        if (!reply) return failed(r, why, d);
+        if (!reply) return failed_call(r, why, k, d);
         unsigned need = 0;
         int rc = read_reply(r, k, reply, d, &need, why, sizeof why);
         freeReplyObject(reply);
@@ -198,8 +208,8 @@ static int run(redis_store *r, call *k, int64_t deadline_ms, sluice_decision *d)
             count(r, k, d);
             return 0;
         }
-        if (rc < 0) return failed(r, why, d);
-        if (round == 3) return failed(r, "the key's configuration kept changing", d);
+        if (rc < 0) return failed_call(r, why, k, d);
+        if (round == 3) return failed_call(r, "the key's configuration kept changing", k, d);
         k->logs |= need;
         build(r, k);
     }
@@ -274,7 +284,7 @@ void sluice__redis_acquire_many(sluice_store *s, const sluice_request *reqs, siz
                 /* sent, maybe run: failed, never sent twice */
                 if (!broken) sluice__redis_lost_reply(r, nd, c, why, sizeof why);
                 broken = 1;
-                results[i] = failed(r, why, &out[i]);
+                results[i] = failed_call(r, why, &calls[i], &out[i]);
                 pending[i] = 0;
                 continue;
             }
@@ -288,7 +298,7 @@ void sluice__redis_acquire_many(sluice_store *s, const sluice_request *reqs, siz
                 calls[i].logs |= need;
                 build(r, &calls[i]);
             } else if (!sluice__redis_not_run(reply)) { /* an error the script may have met mid-way */
-                results[i] = failed(r, why, &out[i]);
+                results[i] = failed_call(r, why, &calls[i], &out[i]);
                 pending[i] = 0;
             }
             freeReplyObject(reply);

@@ -25,7 +25,8 @@
  * simulations), kept from running backwards like every store's time.
  *
  * Faults: connect and command timeouts; when the server cannot decide, the
- * store admits unenforced, denies, or returns SLUICE_ESTORE (on_error). A
+ * store admits unenforced, denies, returns SLUICE_ESTORE, or decides by a
+ * local limit of this host's share (on_error; local.c). A
  * broken connection is dropped; the next call connects again, at most once
  * per 100 ms per node while the server stays down, so a dead server costs
  * callers a timeout only now and then.
@@ -44,6 +45,7 @@
  * the rest lies beside it (redis_internal.h lists the files). */
 #define _GNU_SOURCE
 #include "redis_internal.h"
+#include "local.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +80,7 @@ static void redis_stats(sluice_store *s, sluice_stats *out) {
     out->failures = atomic_load(&r->failures);
     out->reconnects = atomic_load(&r->reconnects);
     out->shadow_denied = atomic_load(&r->shadow_denied);
+    out->local = sluice__redis_local_count(r);
     out->keys = 0;
     uint8_t needed[NODES_MAX];
     int count_nodes = needed_nodes(r, needed);
@@ -123,6 +126,7 @@ static void redis_close(sluice_store *s) {
     redis_store *r = (redis_store *)s;
     for (int i = 0; i < atomic_load(&r->n_nodes); i++) sluice__redis_node_free(r->nodes[i]);
     sluice__policy_set_free(&r->policies);
+    sluice__redis_local_free(r);
     pthread_mutex_destroy(&r->nodes_mu);
     free(r);
 }
@@ -153,8 +157,8 @@ static int add_seed(redis_store *r, const char *text, size_t len, char *err, siz
 
 /* The URL parameters redis:// and redis-cluster:// take (kinds.c reads
  * them). */
-enum { P_TIMEOUT, P_CONNECT_TIMEOUT, P_ON_ERROR, P_CLOCK, P_PREFIX, P_POOL, P_TTL_GRACE, P_VERIFY };
-static const char *const on_error_names[] = {"allow", "deny", "error", NULL}; /* sluice_on_error's order */
+enum { P_TIMEOUT, P_CONNECT_TIMEOUT, P_ON_ERROR, P_CLOCK, P_PREFIX, P_POOL, P_TTL_GRACE, P_VERIFY, P_LOCAL_SHARE };
+static const char *const on_error_names[] = {"allow", "deny", "error", "local", NULL}; /* sluice_on_error's order */
 static const char *const clock_names[] = {"server", "client", NULL};
 static const sluice__param redis_params[] = {
     [P_TIMEOUT] = {"timeout_ms", SLUICE__PARAM_INT, 1, 3600000, 100, NULL, NULL, NULL, SLUICE__OPT_TIMEOUT},
@@ -167,6 +171,8 @@ static const sluice__param redis_params[] = {
     [P_POOL] = {"pool", SLUICE__PARAM_INT, 1, POOL_MAX, POOL_DEFAULT, NULL, NULL, NULL, SLUICE__OPT_NONE},
     [P_TTL_GRACE] = {"ttl_grace_ms", SLUICE__PARAM_INT, 0, INT64_C(1) << 40, 0, NULL, NULL, NULL, SLUICE__OPT_NONE},
     [P_VERIFY] = {"verify", SLUICE__PARAM_INT, 0, 1, 0, NULL, NULL, NULL, SLUICE__OPT_NONE},
+    /* "1/N", read by local.c */
+    [P_LOCAL_SHARE] = {"local_share", SLUICE__PARAM_TEXT, 0, 32, 0, NULL, NULL, NULL, SLUICE__OPT_NONE},
 };
 
 static int open_common(const sluice__store_config *cfg, sluice_store **out, char *err, size_t errlen, int cluster) {
@@ -235,6 +241,10 @@ static int open_common(const sluice__store_config *cfg, sluice_store **out, char
         sluice__errf(err, errlen, "store URL names no host");
         rc = SLUICE_EINVAL;
     }
+    if (rc) goto fail;
+    /* on_error=local: its share and registry (local.c) */
+    rc = sluice__redis_local_open(r, (cfg->given >> P_LOCAL_SHARE) & 1 ? cfg->text[P_LOCAL_SHARE] : NULL,
+                                  cfg->text_len[P_LOCAL_SHARE], err, errlen);
     if (rc) goto fail;
     if (cluster) {
         char why[256];

@@ -8,6 +8,7 @@
  *              map, sending one call through redirections
  *   decide.c   policies and decisions: decide.lua's arguments and reply
  *   decide.lua the decision itself, on the server
+ *   local.c    on_error=local: the local limit, the instance registry (local.h)
  *   slot.c     a key name's cluster slot
  *   sha1.c     the script's SHA-1, for EVALSHA */
 #ifndef SLUICE_REDIS_INTERNAL_H
@@ -75,6 +76,7 @@ typedef struct {
     _Atomic int n_nodes;
     _Atomic uint8_t slots[16384]; /* cluster: slot -> node */
     atomic_llong allowed, denied, failures, reconnects, shadow_denied;
+    struct sluice__redis_local *local; /* on_error=local (local.c); else NULL */
 } redis_store;
 
 /* One call of the script: what it asks (a decision, or a verb), EVALSHA's

@@ -5,6 +5,7 @@
  * again one that may have run. */
 #define _GNU_SOURCE
 #include "redis_internal.h"
+#include "local.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,7 +143,8 @@ redisReply *sluice__redis_send(redis_store *r, call *k, int64_t deadline_ms, cha
             if (ok) freeReplyObject(ok);
             ask = -1;
         }
-        redisReply *reply = sluice__redis_run(r, c, deadline_ms, k->argc, k->argv, k->lens, why, whylen);
+        /* the call, with the instance registry ahead of it when due (local.c) */
+        redisReply *reply = sluice__redis_local_run(r, n, c, deadline_ms, k, why, whylen);
         if (!reply) {
             /* sent, maybe run: sending it again could charge it twice, so
              * this call fails; a cluster learns its slots for the next */
