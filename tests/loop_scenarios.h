@@ -269,7 +269,9 @@ static void scenario_timeouts_rearm(const test_loop *L) {
     CHECK(recs[1].order < recs[0].order); /* b (20 ms) before a (60 ms): re-armed sooner */
     CHECK(recs[0].order < recs[2].order); /* a before c (120 ms): re-armed after each fire */
     fake_counts *c = fake_counts_of(s);
-    CHECK(c->fires >= 3);
+    /* one fire per deadline when the loop is on time; a fire late past the
+     * next deadline (a loaded machine) ends both calls, in deadline order */
+    CHECK(c->fires >= 1);
     CHECK_EQ(c->fires_unarmed, 0);
     CHECK_EQ(c->timeouts, 3);
     CHECK_EQ(c->reconnects, 1);
