@@ -395,11 +395,14 @@ TEST(share_learned_from_instances_then_applied) {
 /* ---- back to the server ---- */
 
 /* Decisions on s until the server makes one (local false), for at most
- * 3 s: the ms it took, or -1. */
+ * 10 s: the ms it took, or -1. (The store tries the server again after
+ * 100 ms down; the bound is generous only so that a loaded machine does
+ * not fail the test: what it checks is that decisions go back by
+ * themselves.) */
 static int64_t until_back(sluice_store *s, const sluice_policy *p) {
     sluice_decision d;
     int64_t start = rs_now_ms();
-    while (rs_now_ms() - start < 3000) {
+    while (rs_now_ms() - start < 10000) {
         if (sluice_store_acquire_at(s, p, "probe", 5, 1, 100, &d) == 0 && !d.local && d.enforced)
             return rs_now_ms() - start;
         rs_sleep_ms(5);
@@ -435,8 +438,8 @@ TEST(restarted_server_decides_again_and_local_states_are_dropped) {
         CHECK_EQ(stats(s).local, local);
         REQUIRE(rs_restart(&g, a) == 0);
         int64_t took = until_back(s, p);
-        if (took < 0 || took > 1000) fprintf(stderr, "outage %d: back to the server after %lld ms\n", outage, (long long)took);
-        CHECK(took >= 0 && took <= 1000);
+        if (took < 0) fprintf(stderr, "outage %d: never back to the server\n", outage);
+        CHECK(took >= 0);
         local = stats(s).local; /* the probes before the server answered were local */
         /* the server's own state (fresh after the restart), not the local one */
         CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 100, &d), 0);
@@ -486,6 +489,8 @@ TEST(refused_writes_are_decided_locally) {
 
 #define N_THREADS 4
 
+static _Atomic long server_decisions; /* by every racer: the main thread waits for some */
+
 typedef struct {
     sluice_store *s;
     const sluice_policy *p;
@@ -508,6 +513,7 @@ static void *race(void *arg) {
         r->admitted += d.allowed;
         r->local += d.local;
         r->server += !d.local;
+        if (!d.local) atomic_fetch_add(&server_decisions, 1);
     }
     return NULL;
 }
@@ -547,7 +553,11 @@ TEST(threads_decide_locally_while_the_server_comes_back) {
     }
     rs_sleep_ms(100);
     CHECK(rs_restart(&g, a) == 0);
-    rs_sleep_ms(400);
+    /* until the server has decided for the threads a while (10 s at most:
+     * a loaded machine is slow, and the test is of counts, not timing) */
+    atomic_store(&server_decisions, 0);
+    for (int waited_ms = 0; atomic_load(&server_decisions) < 100 && waited_ms < 10000; waited_ms += 10)
+        rs_sleep_ms(10);
     atomic_store(&stop, 1);
     for (int i = 0; i < N_THREADS; i++) {
         pthread_join(t[i], NULL);
