@@ -40,6 +40,10 @@
  * Threads: each node has a pool of connections (pool=N, default 8); a
  * caller takes one for the round trip.
  *
+ * Denials: a key the server denied is denied again here, with no round
+ * trip, until its denial would end (deny_cache=N entries, 0: off; decide.c
+ * says when that is exact).
+ *
  * This file: the store's URL, open, stats, close and operations tables;
  * the rest lies beside it (redis_internal.h lists the files). */
 #define _GNU_SOURCE
@@ -50,6 +54,7 @@
 #include <string.h>
 
 #define POOL_DEFAULT 8
+#define DENY_CACHE_MAX 1000000 /* entries: 320 MB */
 
 /* ---- the store ---- */
 
@@ -78,6 +83,7 @@ static void redis_stats(sluice_store *s, sluice_stats *out) {
     out->failures = atomic_load(&r->failures);
     out->reconnects = atomic_load(&r->reconnects);
     out->shadow_denied = atomic_load(&r->shadow_denied);
+    out->cached_denials = sluice__deny_answered(r->deny);
     out->keys = 0;
     uint8_t needed[NODES_MAX];
     int count_nodes = needed_nodes(r, needed);
@@ -123,6 +129,7 @@ static void redis_close(sluice_store *s) {
     redis_store *r = (redis_store *)s;
     for (int i = 0; i < atomic_load(&r->n_nodes); i++) sluice__redis_node_free(r->nodes[i]);
     sluice__policy_set_free(&r->policies);
+    sluice__deny_free(r->deny);
     pthread_mutex_destroy(&r->nodes_mu);
     free(r);
 }
@@ -153,7 +160,7 @@ static int add_seed(redis_store *r, const char *text, size_t len, char *err, siz
 
 /* The URL parameters redis:// and redis-cluster:// take (kinds.c reads
  * them). */
-enum { P_TIMEOUT, P_CONNECT_TIMEOUT, P_ON_ERROR, P_CLOCK, P_PREFIX, P_POOL, P_TTL_GRACE, P_VERIFY };
+enum { P_TIMEOUT, P_CONNECT_TIMEOUT, P_ON_ERROR, P_CLOCK, P_PREFIX, P_POOL, P_TTL_GRACE, P_VERIFY, P_DENY_CACHE };
 static const char *const on_error_names[] = {"allow", "deny", "error", NULL}; /* sluice_on_error's order */
 static const char *const clock_names[] = {"server", "client", NULL};
 static const sluice__param redis_params[] = {
@@ -167,6 +174,9 @@ static const sluice__param redis_params[] = {
     [P_POOL] = {"pool", SLUICE__PARAM_INT, 1, POOL_MAX, POOL_DEFAULT, NULL, NULL, NULL, SLUICE__OPT_NONE},
     [P_TTL_GRACE] = {"ttl_grace_ms", SLUICE__PARAM_INT, 0, INT64_C(1) << 40, 0, NULL, NULL, NULL, SLUICE__OPT_NONE},
     [P_VERIFY] = {"verify", SLUICE__PARAM_INT, 0, 1, 0, NULL, NULL, NULL, SLUICE__OPT_NONE},
+    /* entries of the cache of denials (decide.c), 320 bytes each; 0: off */
+    [P_DENY_CACHE] = {"deny_cache", SLUICE__PARAM_INT, 0, DENY_CACHE_MAX, SLUICE__DENY_DEFAULT, NULL, NULL, NULL,
+                      SLUICE__OPT_NONE},
 };
 
 static int open_common(const sluice__store_config *cfg, sluice_store **out, char *err, size_t errlen, int cluster) {
@@ -236,6 +246,10 @@ static int open_common(const sluice__store_config *cfg, sluice_store **out, char
         rc = SLUICE_EINVAL;
     }
     if (rc) goto fail;
+    if ((rc = sluice__deny_new((size_t)cfg->value[P_DENY_CACHE], &r->deny)) != 0) {
+        sluice__errf(err, errlen, "deny_cache=%lld: out of memory", (long long)cfg->value[P_DENY_CACHE]);
+        goto fail;
+    }
     if (cluster) {
         char why[256];
         if (sluice__redis_refresh_slots(r, NO_DEADLINE, why, sizeof why) != 0) {
