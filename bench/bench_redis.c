@@ -49,6 +49,9 @@
  *            sluice_store_acquire_many of 16 requests per call (16 decisions
  *            per pipelined round trip); "redis://127.0.0.1:P" (the server's
  *            clock, the default) and "...?clock=client".
+ *  denied    a hot key denied for an hour, sluice_store_acquire in a loop on
+ *            a store with the cache of denials (answered locally, no round
+ *            trip) and on one with deny_cache=0 (a round trip each).
  *  verbs     sluice_store_peek and sluice_store_refund of cost 1 in a loop
  *            on the same keys of the same store as the acquire row (server
  *            clock): one round trip each; every key holds a backlog of 10^6
@@ -83,7 +86,8 @@
  * the default: sluice_store_acquire >= 0.9x the decisions per second of the
  * small script's EVALSHA -P 1, and sluice_store_acquire_many of 16 >= 0.8x
  * its -P 16; a peek and a refund each within 1.2x of the acquire's time
- * (>= 0.83x its calls per second). A ratio is the median of the per-round ratios (each pair runs
+ * (>= 0.83x its calls per second); a denied key's decisions with the cache
+ * of denials >= 20x those of a round trip. A ratio is the median of the per-round ratios (each pair runs
  * back to back), printed with their range. The same ratios with
  * clock=client, and against decide.lua under redis-benchmark and the plain
  * hiredis loop, follow (not goals).
@@ -537,7 +541,7 @@ static double rb_start_cpu_ns; /* redis-benchmark's CPU for a run of one request
 /* Cases                                                                     */
 /* ------------------------------------------------------------------------ */
 
-typedef enum { K_RB, K_ONE, K_MANY, K_RAW, K_PEEK, K_REFUND } kind;
+typedef enum { K_RB, K_ONE, K_MANY, K_RAW, K_PEEK, K_REFUND, K_DENIED } kind;
 
 typedef struct {
     const char *label;
@@ -562,6 +566,8 @@ typedef struct {
 static uint16_t order[ORDER_LEN];
 static char keys[N_KEYS][17];
 static const sluice_policy *policy;
+static const sluice_policy *deny_policy; /* K_DENIED's: its key always denied */
+#define DENIED_KEY "hot:denied:00001"
 
 typedef struct {
     double rate, client_us, server_us, cmd_us; /* per decision */
@@ -604,6 +610,20 @@ static uint64_t run_verb(bcase *c, uint64_t n) {
         if (rc || !d.allowed || !d.enforced) report_decision(c, rc, &d, c->store, &bad);
     }
     c->cursor = at;
+    return bad;
+}
+
+/* One hot key, denied every time (answered by the cache of denials, or by
+ * a round trip with deny_cache=0). */
+static uint64_t run_denied(bcase *c, uint64_t n) {
+    uint64_t bad = 0;
+    sluice_decision d;
+    for (uint64_t i = 0; i < n; i++) {
+        int rc = sluice_store_acquire(c->store, deny_policy, DENIED_KEY, 16, 1, &d);
+        if ((rc || d.allowed || !d.enforced) && ++bad == 1)
+            fprintf(stderr, "bench_redis: %s: %s\n", c->label,
+                    rc ? sluice_store_errmsg(c->store) : d.allowed ? "admitted" : "not enforced");
+    }
     return bad;
 }
 
@@ -711,11 +731,12 @@ static void run_case(bcase *c, uint64_t n, sample *s) {
         if (c->k == K_ONE) bad = run_one(c, n);
         else if (c->k == K_MANY) bad = run_many(c, n);
         else if (c->k == K_PEEK || c->k == K_REFUND) bad = run_verb(c, n);
+        else if (c->k == K_DENIED) bad = run_denied(c, n);
         else bad = run_raw(c, n);
         int64_t t1 = now_ns(), cpu1 = thread_cpu_ns();
         if (bad) {
             fprintf(stderr, "bench_redis: %s: %" PRIu64 " of %" PRIu64 " decisions were not enforced "
-                            "admissions\n", c->label, bad, n);
+                            "%s\n", c->label, bad, n, c->k == K_DENIED ? "denials" : "admissions");
             failed = 1;
         }
         s->wall_ns = (double)(t1 - t0);
@@ -1029,6 +1050,20 @@ int main(int argc, char **argv) {
 
     sluice_store *st_server = open_store("?prefix=bsrv:");
     sluice_store *st_client = open_store("?prefix=bcli:&clock=client");
+    /* a key denied for the next hour, on one store with the cache of
+     * denials and on one without (the same key in Redis) */
+    sluice_store *st_denied = open_store("?prefix=bden:"), *st_denied_plain = open_store("?prefix=bden:&deny_cache=0");
+    sluice_config deny_cfg = sluice_token_bucket(1, 1, 3600000);
+    sluice_policy *deny_pol;
+    if (sluice_policy_new("denied", &deny_cfg, 1, &deny_pol) != 0) return 1;
+    deny_policy = deny_pol;
+    {
+        sluice_decision d;
+        if (sluice_store_acquire(st_denied_plain, deny_policy, DENIED_KEY, 16, 1, &d) != 0 || !d.allowed) {
+            fprintf(stderr, "bench_redis: warm-up of the denied key: %s\n", sluice_store_errmsg(st_denied_plain));
+            return 1;
+        }
+    }
 
     /* the cases */
 #define EVAL_SMALL_S "EVALSHA", sha_small, "1", "small:{bench|17:user:__rand_int__}", \
@@ -1064,6 +1099,9 @@ int main(int argc, char **argv) {
         /* 17..18 the verbs, beside 7 */
         {.label = "sluice_store_peek, server clock", .k = K_PEEK, .pipeline = 1, .cmdstat = "evalsha"},
         {.label = "sluice_store_refund, server clock", .k = K_REFUND, .pipeline = 1, .cmdstat = "evalsha"},
+        /* 19..20 a hot denied key, with the cache of denials and without */
+        {.label = "denied key, deny_cache (default), server clock", .k = K_DENIED, .pipeline = 1, .cmdstat = "evalsha"},
+        {.label = "denied key, deny_cache=0, server clock", .k = K_DENIED, .pipeline = 1, .cmdstat = "evalsha"},
     };
     enum { N_CASES = sizeof cases / sizeof cases[0] };
     const char *rb_ping[] = {"-t", "ping_inline", NULL}, *rb_get[] = {"-t", "get", NULL};
@@ -1077,6 +1115,7 @@ int main(int argc, char **argv) {
     }
     cases[7].store = cases[8].store = cases[17].store = cases[18].store = st_server;
     cases[9].store = cases[10].store = st_client;
+    cases[19].store = st_denied, cases[20].store = st_denied_plain;
     cases[13].raw_argv = cases[14].raw_argv = raw_argv[0];
     cases[13].raw_lens = cases[14].raw_lens = raw_lens[0];
     cases[13].raw_argc = cases[14].raw_argc = 8;
@@ -1101,7 +1140,7 @@ int main(int argc, char **argv) {
         }
 
     /* run order: each sluice case next to the cases it is compared with */
-    static const int run_order[N_CASES] = {3, 7, 17, 18, 11, 13, 15, 4, 8, 12, 14, 16, 5, 9, 6, 10, 0, 1, 2};
+    static const int run_order[N_CASES] = {3, 7, 17, 18, 11, 13, 15, 4, 8, 12, 14, 16, 5, 9, 6, 10, 0, 1, 2, 19, 20};
     for (int i = 0; i < N_CASES; i++) pilot(&cases[run_order[i]]);
     for (int r = 0; r < N_RUNS; r++)
         for (int i = 0; i < N_CASES; i++) timed_run(&cases[run_order[i]]);
@@ -1117,6 +1156,8 @@ int main(int argc, char **argv) {
     for (int i = 17; i <= 18; i++) row(&cases[i]);
     header("where the time goes (server clock): sluice's script, and sluice without sluice");
     for (int i = 11; i <= 16; i++) row(&cases[i]);
+    header("a hot denied key (token bucket capacity 1, 1 per hour): the cache of denials against a round trip");
+    for (int i = 19; i <= 20; i++) row(&cases[i]);
 
     figures small1 = figures_of(&cases[3]), small16 = figures_of(&cases[4]);
     figures one = figures_of(&cases[7]), many = figures_of(&cases[8]);
@@ -1150,6 +1191,7 @@ int main(int argc, char **argv) {
     goal("sluice_store_acquire_many x16 / redis-benchmark EVALSHA small -P 16", &cases[8], &cases[4], 0.8, 1);
     goal("sluice_store_peek / sluice_store_acquire (within 1.2x)", &cases[17], &cases[7], 1 / 1.2, 1);
     goal("sluice_store_refund / sluice_store_acquire (within 1.2x)", &cases[18], &cases[7], 1 / 1.2, 1);
+    goal("denied key: deny_cache / deny_cache=0 (the cached denial's speed-up)", &cases[19], &cases[20], 20, 1);
     printf("-- the same with clock=client (not goals)\n");
     goal("sluice_store_acquire / redis-benchmark EVALSHA small -P 1", &cases[9], &cases[5], 0.9, 0);
     goal("sluice_store_acquire_many x16 / redis-benchmark EVALSHA small -P 16", &cases[10], &cases[6], 0.8, 0);
@@ -1168,8 +1210,14 @@ int main(int argc, char **argv) {
             failed = 1;
         }
     }
+    if (sluice_store_stats(st_denied, &stats) == 0)
+        printf("\ndenied key: %lld of %lld denials answered by the cache of denials\n",
+               (long long)stats.cached_denials, (long long)stats.denied);
     sluice_store_close(st_server);
     sluice_store_close(st_client);
+    sluice_store_close(st_denied);
+    sluice_store_close(st_denied_plain);
+    sluice_policy_free(deny_pol);
     redisFree(raw_conn);
     sluice_policy_free(pol);
     stop_server();

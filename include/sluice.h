@@ -471,7 +471,9 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  *             use; 1: open connects to every server it needs (a cluster's:
  *             every master, as CLUSTER SLOTS names them) and PINGs it, each
  *             within connect_timeout_ms + timeout_ms, and fails with
- *             SLUICE_ESTORE, naming the server, when one does not answer)
+ *             SLUICE_ESTORE, naming the server, when one does not answer),
+ *             deny_cache=N (entries of the cache of denials, 0..1000000,
+ *             4096; 0 turns it off; 320 bytes an entry: see below)
  * The Redis store decides in one round trip (a server-side script, the same
  * exact arithmetic in Lua; a key it must convert from another configuration
  * of the policy's name that has sliding-log parts where this one has none
@@ -495,7 +497,8 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  * ms they were last seen (it expires 2 minutes after the last; stats' keys
  * count it). N is remembered for when the server is gone; 1 before any is
  * learned. In a cluster the set lives on one node, and a store learns N
- * only from decisions that go to that node (batches do not carry it). The
+ * only from decisions that go to that node (batches, and denials the
+ * cache of denials answers, do not carry it). The
  * first local decision of an outage starts the local states fresh; the
  * server's first decision after it drops them: decisions go back to the
  * server by themselves as soon as it answers (a down server is tried again
@@ -504,6 +507,33 @@ SLUICE_EXTERN void sluice_limiter_free(sluice_limiter *l);
  * sluice_store_errmsg says why the server could not decide and the share
  * used. A peek, refund (capped at the share's limit) or reset the server
  * cannot make is made on the local limit alike (counted in failures only).
+ *
+ * Denials answered locally (Redis, deny_cache=N): after the server denies
+ * a request for (policy, key) with retry_after_ms = X, requests of the
+ * same cost for it on this store are denied by the store itself, with no
+ * round trip, until X has passed on the store's clock, each with
+ * retry_after_ms, reset_ms and part_reset_ms counting down (counted in
+ * sluice_stats.cached_denials, and in denied). With clock=client this is
+ * exact for a store that is alone: every field is what the server would
+ * say at that reading. Other clients' traffic can only postpone the retry,
+ * never bring it forward (the store then asks the server at X and is told
+ * the new one); a refund or reset made through this store clears the
+ * key's entry; one made through another host (or another host converting
+ * the key to another configuration) is seen at the latest when the cached
+ * retry runs out. With clock=server the store cannot read the server's
+ * TIME without a round trip, so it keeps to what it can be sure of: a
+ * cached denial counts on this host's monotonic clock from before the call
+ * was sent (less 2 ms for the two clocks' whole milliseconds), so it ends
+ * no later than the server's denial (while the server's clock does not run
+ * faster or jump forward), and its waits may be shorter than the server's
+ * by up to a round trip, never longer: a caller sleeping them asks again
+ * no later than it would have. Not cached: keys above 64 bytes, a request
+ * of another cost than the one denied, a denial that leaves cost 1 free
+ * (some enforced part admits one), and a policy name of which the store
+ * has met two configurations (a retune converts keys). The cache is a
+ * fixed table (rounded up to whole sets of four; a new entry replaces the
+ * one whose denial ends first), split in up to 64 stripes with a lock
+ * each, so threads on different keys rarely meet.
  *
  * A store is thread-safe: any number of threads may call sluice_store_*()
  * on one store at once (except _close). Each decision is atomic for its key;

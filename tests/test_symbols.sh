@@ -43,7 +43,7 @@ if [ -n "$bad" ]; then
 fi
 # the internal functions libsluice-redis.so calls (SLUICE__SHARED in
 # src/internal.h) are the only sluice__ symbols exported
-shared='^(sluice__errf|sluice__store_errf|sluice__policy_set_add|sluice__policy_set_free|sluice__url_int|sluice__url_choice|sluice__url_is|sluice__siphash24|sluice__deny_(new|free|put|get|drop|answered|parts_of))$'
+shared='^(sluice__errf|sluice__store_errf|sluice__policy_set_add|sluice__policy_set_free|sluice__url_int|sluice__url_choice|sluice__url_is|sluice__siphash24|sluice__deny_(new|free|put|put_since|get|drop|answered|parts_of))$'
 internal=$(printf '%s\n' "$exported" | awk -v ok="$shared" '$2 ~ /^sluice__/ && $2 !~ ok')
 if [ -n "$internal" ]; then
     echo "FAIL: internal sluice__ symbols are exported (mark them static or keep them out of SLUICE_EXTERN):" >&2

@@ -107,6 +107,12 @@ static entry *find(entry *set, uint64_t h, unsigned pid, const void *key, size_t
 
 void sluice__deny_put(sluice__deny_cache *c, const sluice_policy *p, unsigned pid, const void *key, size_t len,
                       int64_t at_ms, int64_t cost, const sluice__deny_part *parts) {
+    sluice__deny_put_since(c, p, pid, key, len, at_ms, cost, parts, NULL, 0);
+}
+
+void sluice__deny_put_since(sluice__deny_cache *c, const sluice_policy *p, unsigned pid, const void *key,
+                            size_t len, int64_t at_ms, int64_t cost, const sluice__deny_part *parts,
+                            const _Atomic uint64_t *epoch, uint64_t seen) {
     if (!c) return;
     if (len > SLUICE__DENY_KEY_MAX) return;
     int64_t end = at_ms;
@@ -117,7 +123,9 @@ void sluice__deny_put(sluice__deny_cache *c, const sluice_policy *p, unsigned pi
     entry *set = set_of(c, h, &st);
     sluice__lock_take(&st->lock);
     entry *e = find(set, h, pid, key, len);
-    if (end == at_ms) { /* nothing to answer: cost 1 is free somewhere */
+    if (epoch && atomic_load(epoch) != seen) { /* a refund or reset since: the denial may be stale */
+        if (e) e->hash = 0;
+    } else if (end == at_ms) { /* nothing to answer: cost 1 is free somewhere */
         if (e) e->hash = 0;
     } else {
         if (!e) { /* an empty or ended way, else the one that ends first */

@@ -30,6 +30,14 @@ SLUICE__SHARED void sluice__deny_free(sluice__deny_cache *c);
  * remaining 0) and the key is short enough. Else forgets the key. */
 SLUICE__SHARED void sluice__deny_put(sluice__deny_cache *c, const sluice_policy *p, unsigned pid, const void *key,
                                      size_t len, int64_t at_ms, int64_t cost, const sluice__deny_part *parts);
+/* The same, unless *epoch (when not NULL) is no longer seen, read under
+ * the entry's lock: a caller that bumps *epoch after a refund or reset
+ * takes effect, then drops the key, never leaves behind a denial made
+ * before it (decide.c, redis). */
+SLUICE__SHARED void sluice__deny_put_since(sluice__deny_cache *c, const sluice_policy *p, unsigned pid,
+                                           const void *key, size_t len, int64_t at_ms, int64_t cost,
+                                           const sluice__deny_part *parts, const _Atomic uint64_t *epoch,
+                                           uint64_t seen);
 /* The server's denial of a request of cost for (p, key) at now_ms, as it
  * would say it: 1 with *d filled, or 0 when the cache cannot tell (no
  * entry, another cost, a reading before it, or the denial is over: the

@@ -47,6 +47,16 @@ int sluice__redis_policy_init(void *item, void *ctx) {
         if (a->flags & SLUICE__ALGO_GROWS) rp->logs |= 1u << i; /* a sorted set of its own */
     }
     rp->cfg_len = at;
+    /* another configuration of the name: neither uses the cache of
+     * denials from now on (the registry's lock is held: items are stable) */
+    atomic_init(&rp->twins, 0);
+    for (unsigned id = 0; id < r->policies.n; id++) {
+        rpolicy *other = sluice__policy_item(&r->policies, id);
+        if (strcmp(other->policy.name, p->name) == 0) {
+            atomic_store(&other->twins, 1);
+            atomic_store(&rp->twins, 1);
+        }
+    }
     /* a key is known by the policy's name alone: another configuration of
      * the name finds it, and converts it (docs/semantics.md, "Retune") */
     int len = snprintf(rp->name, sizeof rp->name, "%s{%s|", r->prefix, p->name);
@@ -94,6 +104,66 @@ static void build(redis_store *r, call *k) {
     k->argc = n;
 }
 
+/* ---- the cache of denials (store/deny.h) ----
+ *
+ * A denial decide.lua made, with each part's figures, is kept in r->deny
+ * by (policy id, key) and answers later requests of the same cost with no
+ * round trip while it lasts, at the store's time:
+ *
+ *   clock=client  the store's time (the caller's reading, never below what
+ *                 it admitted at), as the server would decide: exact, field
+ *                 for field, for a store alone on its keys;
+ *   clock=server  this host's monotonic clock: the denial counts from
+ *                 before the call was sent (less 2 ms for the two clocks'
+ *                 whole milliseconds), so it ends no later than the
+ *                 server's (while its TIME does not run faster or jump
+ *                 forward), and its waits are at most the server's, short
+ *                 by up to the round trip.
+ *
+ * A refund or reset through this store bumps r->deny_epoch once the server
+ * made it, then drops the key: a denial read before it is not kept (the
+ * put checks the epoch under its entry's lock). A policy whose name has
+ * another configuration in the store (twins) does not use the cache: a
+ * call under one converts the key, which may end the other's denial. */
+
+/* Keeps the denial the script gave for call k, decided at eff_ms (the
+ * script's element 7), with figures: per part retry1, retry (-1: never),
+ * reset (the reply's elements from 10 on). */
+static void deny_remember(redis_store *r, const call *k, int64_t eff_ms, redisReply *const *figures) {
+    if (!r->deny || atomic_load_explicit(&k->rp->twins, memory_order_relaxed)) return;
+    const sluice_policy *p = &k->rp->policy;
+    sluice__deny_part parts[SLUICE_POLICY_MAX_PARTS];
+    for (size_t i = 0; i < p->n_parts; i++) {
+        parts[i].retry1_ms = figures[3 * i]->integer;
+        parts[i].retry_ms = figures[3 * i + 1]->integer < 0 ? INT64_MAX : figures[3 * i + 1]->integer;
+        parts[i].reset_ms = figures[3 * i + 2]->integer;
+    }
+    int64_t at_ms = r->client_clock ? eff_ms : k->sent_ms - 2;
+    sluice__deny_put_since(r->deny, p, k->pid, k->key, k->key_len, at_ms, k->cost, parts, &r->deny_epoch,
+                           k->deny_epoch);
+}
+
+/* Call k's decision from the cache, when it holds one: 1 with d filled
+ * (counted), else 0. With the client's clock, its waits count from the
+ * caller's reading, as read_reply's do. */
+static int deny_answer(redis_store *r, const call *k, sluice_decision *d) {
+    if (!r->deny || k->verb != 'a' || atomic_load_explicit(&k->rp->twins, memory_order_relaxed)) return 0;
+    int64_t now_ms = r->client_clock ? k->now_ms : sluice__redis_real_ms();
+    if (!sluice__deny_get(r->deny, &k->rp->policy, k->pid, k->key, k->key_len, k->cost, now_ms, d)) return 0;
+    if (r->client_clock) sluice__decision_lag(d, k->now_ms - k->reading_ms);
+    atomic_fetch_add_explicit(&r->denied, 1, memory_order_relaxed);
+    if (d->shadow_denied) atomic_fetch_add_explicit(&r->shadow_denied, 1, memory_order_relaxed);
+    return 1;
+}
+
+/* After the server made a refund or reset of call k (or may have): no
+ * denial of the key made before it stays. */
+static void deny_forget(redis_store *r, const call *k) {
+    if (!r->deny || (k->verb != 'r' && k->verb != 'x')) return;
+    atomic_fetch_add(&r->deny_epoch, 1);
+    sluice__deny_drop(r->deny, k->pid, k->key, k->key_len);
+}
+
 #define NAMES 1 /* read_reply: the script asks for more names */
 
 /* Reads the script's reply into d: 0; NAMES, with the sorted sets the
@@ -116,7 +186,8 @@ static int read_reply(redis_store *r, const call *k, redisReply *reply, sluice_d
         *need = (unsigned)reply->element[1]->integer;
         return NAMES;
     }
-    if (n != 10) {
+    int figures = n == 10 + 3 * k->rp->policy.n_parts && k->verb == 'a' && reply->element[0]->integer == 0;
+    if (n != 10 && !figures) {
         snprintf(why, whylen, "unexpected reply to the decision script");
         return -1;
     }
@@ -135,6 +206,7 @@ static int read_reply(redis_store *r, const call *k, redisReply *reply, sluice_d
         if (d->allowed && k->verb == 'a') sluice__store_time_raise(&r->now_ms, reply->element[7]->integer);
         sluice__decision_lag(d, reply->element[7]->integer - k->reading_ms);
     }
+    if (figures) deny_remember(r, k, reply->element[7]->integer, reply->element + 10);
     return 0;
 }
 
@@ -175,6 +247,9 @@ static int prepare(redis_store *r, const sluice_policy *p, const void *key, size
         now_ms = sluice__store_time(&r->now_ms, now_ms);
     }
     k->rp = sluice__policy_item(&r->policies, id);
+    k->pid = id;
+    k->deny_epoch = atomic_load(&r->deny_epoch);
+    k->sent_ms = r->client_clock ? 0 : sluice__redis_real_ms();
     k->key = key, k->key_len = key_len;
     k->verb = verb;
     /* a reset deletes every name the key may have, under any configuration */
@@ -221,7 +296,8 @@ int sluice__redis_acquire_at(sluice_store *s, const sluice_policy *p, const void
     call k;
     int64_t deadline_ms = sluice__redis_deadline(r);
     int rc = prepare(r, p, key, key_len, 'a', cost, now_ms, &k);
-    return rc ? rc : run(r, &k, deadline_ms, d);
+    if (rc) return rc;
+    return deny_answer(r, &k, d) ? 0 : run(r, &k, deadline_ms, d);
 }
 
 /* Peek and refund as the script's verbs, in one round trip as a decision;
@@ -234,7 +310,10 @@ int sluice__redis_operate_at(sluice_store *s, const sluice_policy *p, const void
     int64_t deadline_ms = sluice__redis_deadline(r);
     char v = verb == SLUICE__VERB_PEEK ? 'p' : verb == SLUICE__VERB_REFUND ? 'r' : 'x';
     int rc = prepare(r, p, key, key_len, v, cost, now_ms, &k);
-    return rc ? rc : run(r, &k, deadline_ms, d);
+    if (rc) return rc;
+    rc = run(r, &k, deadline_ms, d);
+    deny_forget(r, &k); /* made, or may have been */
+    return rc;
 }
 
 /* A batch: per node, every call appended, then every reply read: one
@@ -258,7 +337,7 @@ void sluice__redis_acquire_many(sluice_store *s, const sluice_request *reqs, siz
     for (size_t i = 0; i < n; i++) {
         if (results[i]) continue;
         results[i] = prepare(r, reqs[i].policy, reqs[i].key, reqs[i].key_len, 'a', reqs[i].cost, now_ms, &calls[i]);
-        pending[i] = results[i] == 0;
+        pending[i] = results[i] == 0 && !deny_answer(r, &calls[i], &out[i]);
     }
     /* each call's node, looked up once: the slot map may change meanwhile
      * (another thread follows a MOVED), and a call sent to one node must be

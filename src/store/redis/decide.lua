@@ -53,7 +53,10 @@
 --             part, now_ms, part_reset_ms, shadow_denied}; or {-1, MASK}
 --            when the key is kept by a configuration with logs at part
 --            indices not in KEYS (bit I: part I), having changed nothing:
---            the caller then calls again with those names too
+--            the caller then calls again with those names too; a
+--            decision denied (ARGV[2] a cost) adds, per part, three more:
+--            retry1, retry, reset (the cache of denials' figures, at the
+--            end of this script)
 --
 -- What each function mirrors in C (the same arithmetic, step by step):
 --
@@ -154,7 +157,14 @@ if kind then
       if t > eff then eff = t end
     end
     local ok, rem, reset, wait, nA, nB = bucket(limit, tonumber(p), tonumber(rr), kind == '4', A, B, eff, cost)
-    if not ok then return {0, rem, wait, reset, 0, limit, 0, eff, reset, 0} end
+    if not ok then -- and the part's figures for the cache of denials (below)
+      local wait1 = wait
+      if cost ~= 1 then
+        local ok1, _, _, w1 = bucket(limit, tonumber(p), tonumber(rr), false, A, B, eff, 1)
+        wait1 = ok1 and 0 or w1
+      end
+      return {0, rem, wait, reset, 0, limit, 0, eff, reset, 0, wait1, wait, reset}
+    end
     local ttl = reset
     if ttl < 1 then ttl = 1 end
     redis.call('SET', KEYS[1], string.format('%s %d %d %d', cfg, eff, nA, nB), 'PX', ttl + extra_ttl)
@@ -641,4 +651,30 @@ if admit or converted or changed then
   end
 end
 if all then return {1, remA, 0, resetA, delayA, limA, partA, eff, prA, shadow_denied} end
-return {0, remB, retryB, resetB, 0, limB, partB, eff, prB, shadow_denied}
+local reply = {0, remB, retryB, resetB, 0, limB, partB, eff, prB, shadow_denied}
+-- ---- a denial's figures, for the cache of denials (store/deny.h) ----
+-- A decision denied: after the ten fields, each part's figures, as
+-- sluice__deny_parts_of computes them in C: how long it denies cost 1 (0:
+-- it admits one now), how long it denies the request's cost (-1: never,
+-- a shadow part's cost above its limit), how long until it is fresh (its
+-- peek's reset). Asked again here, changing nothing, so that admissions
+-- pay nothing for them.
+if verb == 'a' then
+  at = 2
+  for i = 1, n_parts do
+    local k = 5 * i - 4
+    local algo = P[k]
+    if algo < 0 then algo = -algo end
+    local L, a, b, g = P[k + 1], P[k + 2], P[k + 3], gs and gs[i]
+    local ok, _, _, _, retry, _, reset_now = ask(algo, L, a, b, v, at, g, cost)
+    if ok then retry = 0 elseif cost > L then retry = -1 end
+    local retry1 = retry
+    if cost ~= 1 then
+      local ok1, _, _, _, r1 = ask(algo, L, a, b, v, at, g, 1)
+      retry1 = ok1 and 0 or r1
+    end
+    reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = retry1, retry, reset_now
+    at = at + WORDS[algo]
+  end
+end
+return reply

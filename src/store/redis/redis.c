@@ -41,6 +41,10 @@
  * Threads: each node has a pool of connections (pool=N, default 8); a
  * caller takes one for the round trip.
  *
+ * Denials: a key the server denied is denied again here, with no round
+ * trip, until its denial would end (deny_cache=N entries, 0: off; decide.c
+ * says when that is exact).
+ *
  * This file: the store's URL, open, stats, close and operations tables;
  * the rest lies beside it (redis_internal.h lists the files). */
 #define _GNU_SOURCE
@@ -52,6 +56,7 @@
 #include <string.h>
 
 #define POOL_DEFAULT 8
+#define DENY_CACHE_MAX 1000000 /* entries: 320 MB */
 
 /* ---- the store ---- */
 
@@ -81,6 +86,7 @@ static void redis_stats(sluice_store *s, sluice_stats *out) {
     out->reconnects = atomic_load(&r->reconnects);
     out->shadow_denied = atomic_load(&r->shadow_denied);
     out->local = sluice__redis_local_count(r);
+    out->cached_denials = sluice__deny_answered(r->deny);
     out->keys = 0;
     uint8_t needed[NODES_MAX];
     int count_nodes = needed_nodes(r, needed);
@@ -127,6 +133,7 @@ static void redis_close(sluice_store *s) {
     for (int i = 0; i < atomic_load(&r->n_nodes); i++) sluice__redis_node_free(r->nodes[i]);
     sluice__policy_set_free(&r->policies);
     sluice__redis_local_free(r);
+    sluice__deny_free(r->deny);
     pthread_mutex_destroy(&r->nodes_mu);
     free(r);
 }
@@ -157,7 +164,8 @@ static int add_seed(redis_store *r, const char *text, size_t len, char *err, siz
 
 /* The URL parameters redis:// and redis-cluster:// take (kinds.c reads
  * them). */
-enum { P_TIMEOUT, P_CONNECT_TIMEOUT, P_ON_ERROR, P_CLOCK, P_PREFIX, P_POOL, P_TTL_GRACE, P_VERIFY, P_LOCAL_SHARE };
+enum { P_TIMEOUT, P_CONNECT_TIMEOUT, P_ON_ERROR, P_CLOCK, P_PREFIX, P_POOL, P_TTL_GRACE, P_VERIFY, P_LOCAL_SHARE,
+       P_DENY_CACHE };
 static const char *const on_error_names[] = {"allow", "deny", "error", "local", NULL}; /* sluice_on_error's order */
 static const char *const clock_names[] = {"server", "client", NULL};
 static const sluice__param redis_params[] = {
@@ -173,6 +181,9 @@ static const sluice__param redis_params[] = {
     [P_VERIFY] = {"verify", SLUICE__PARAM_INT, 0, 1, 0, NULL, NULL, NULL, SLUICE__OPT_NONE},
     /* "1/N", read by local.c */
     [P_LOCAL_SHARE] = {"local_share", SLUICE__PARAM_TEXT, 0, 32, 0, NULL, NULL, NULL, SLUICE__OPT_NONE},
+    /* entries of the cache of denials (decide.c), 320 bytes each; 0: off */
+    [P_DENY_CACHE] = {"deny_cache", SLUICE__PARAM_INT, 0, DENY_CACHE_MAX, SLUICE__DENY_DEFAULT, NULL, NULL, NULL,
+                      SLUICE__OPT_NONE},
 };
 
 static int open_common(const sluice__store_config *cfg, sluice_store **out, char *err, size_t errlen, int cluster) {
@@ -246,6 +257,10 @@ static int open_common(const sluice__store_config *cfg, sluice_store **out, char
     rc = sluice__redis_local_open(r, (cfg->given >> P_LOCAL_SHARE) & 1 ? cfg->text[P_LOCAL_SHARE] : NULL,
                                   cfg->text_len[P_LOCAL_SHARE], err, errlen);
     if (rc) goto fail;
+    if ((rc = sluice__deny_new((size_t)cfg->value[P_DENY_CACHE], &r->deny)) != 0) {
+        sluice__errf(err, errlen, "deny_cache=%lld: out of memory", (long long)cfg->value[P_DENY_CACHE]);
+        goto fail;
+    }
     if (cluster) {
         char why[256];
         if (sluice__redis_refresh_slots(r, NO_DEADLINE, why, sizeof why) != 0) {

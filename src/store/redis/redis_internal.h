@@ -56,6 +56,10 @@ typedef struct {
     unsigned logs; /* bit i: part i has a sorted set of its own */
     char cfg[CFG_MAX]; /* decide.lua's CFG */
     size_t cfg_len;
+    /* another configuration of the name is known to the store (a retune
+     * through it converts keys, which may end a denial early): the cache
+     * of denials is not used for it; set once, at a twin's registration */
+    atomic_int twins;
 } rpolicy;
 
 typedef struct {
@@ -77,6 +81,8 @@ typedef struct {
     _Atomic uint8_t slots[16384]; /* cluster: slot -> node */
     atomic_llong allowed, denied, failures, reconnects, shadow_denied;
     struct sluice__redis_local *local; /* on_error=local (local.c); else NULL */
+    sluice__deny_cache *deny;          /* deny_cache=N entries; NULL: off (decide.c) */
+    _Atomic uint64_t deny_epoch;       /* refunds and resets made: see decide.c */
 } redis_store;
 
 /* One call of the script: what it asks (a decision, or a verb), EVALSHA's
@@ -95,6 +101,12 @@ typedef struct {
     char now[24], cost_text[32], grace[24], numkeys[8];
     unsigned slot;
     int64_t reading_ms; /* clock=client: the caller's reading */
+    /* the cache of denials (decide.c): the policy's id, the refunds and
+     * resets made before the call, and clock=server: this host's
+     * monotonic ms before it was sent */
+    unsigned pid;
+    uint64_t deny_epoch;
+    int64_t sent_ms;
 } call;
 
 /* ---- time ---- */
