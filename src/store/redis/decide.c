@@ -329,6 +329,7 @@ void sluice__redis_acquire_many(sluice_store *s, const sluice_request *reqs, siz
     if (!calls || !pending || !dest) {
         for (size_t i = 0; i < n; i++)
             if (results[i] == 0) results[i] = SLUICE_ENOMEM;
+        sluice__store_errf(s, "redis: out of memory for a batch of %zu", n);
         free(calls);
         free(pending);
         free(dest);
