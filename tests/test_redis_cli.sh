@@ -93,7 +93,7 @@ same() {
     local name=$1 spec=$2
     shift 2
     case_no=$((case_no + 1))
-    local url="redis://127.0.0.1:$port?clock=client&prefix=case$case_no:"
+    local url="redis://127.0.0.1:$port?clock=client&timeout_ms=10000&prefix=case$case_no:"
     "$SLUICE_BIN" simulate "$spec" "$@" <"$tmp/in" >"$tmp/mem.out" 2>"$tmp/mem.err"
     local rc_mem=$?
     "$SLUICE_BIN" simulate "$spec" --store "$url" "$@" <"$tmp/in" >"$tmp/redis.out" 2>"$tmp/redis.err"
@@ -193,7 +193,7 @@ grep -q 'verb=refund' "$tmp/redis.out" || fail "verbs-shadow: no refund line"
 # token-bucket C=2 at 1/h (clock=client, every reading 0): each invocation
 # is a process of its own; the key lives in Redis.
 names() { "$redis_cli" -h 127.0.0.1 -p "$port" --scan --pattern "$1*" | wc -l; }
-V="redis://127.0.0.1:$port?clock=client&prefix=verbs:"
+V="redis://127.0.0.1:$port?clock=client&timeout_ms=10000&prefix=verbs:"
 T='token-bucket capacity=2 rate=1/h'
 vb() { # NAME EXIT LINE VERB ARGS...: sluice VERB ARGS on $V at reading 0 prints LINE, exits EXIT
     local name=$1 code=$2 line=$3
