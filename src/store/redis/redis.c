@@ -40,6 +40,9 @@
  * Threads: each node has a pool of connections (pool=N, default 8); a
  * caller takes one for the round trip.
  *
+ * Non-blocking calls (async.c, conn.c): on the attached loop's thread, one
+ * connection per node of their own, every call pipelined on it.
+ *
  * This file: the store's URL, open, stats, close and operations tables;
  * the rest lies beside it (redis_internal.h lists the files). */
 #define _GNU_SOURCE
@@ -121,6 +124,7 @@ static int verify_nodes(redis_store *r, char *err, size_t errlen) {
 
 static void redis_close(sluice_store *s) {
     redis_store *r = (redis_store *)s;
+    sluice__redis_async_free(r);
     for (int i = 0; i < atomic_load(&r->n_nodes); i++) sluice__redis_node_free(r->nodes[i]);
     sluice__policy_set_free(&r->policies);
     pthread_mutex_destroy(&r->nodes_mu);
@@ -272,6 +276,11 @@ __attribute__((visibility("default"))) const sluice__store_ops sluice_redis_stor
     .stats = redis_stats,
     .close = redis_close,
     .acquire_many = sluice__redis_acquire_many,
+    .async_at = sluice__redis_async_at,
+    .loop_attach = sluice__redis_loop_attach,
+    .loop_detach = sluice__redis_loop_detach,
+    .loop_ready = sluice__redis_loop_ready,
+    .loop_timeout = sluice__redis_loop_timeout,
 };
 
 __attribute__((visibility("default"))) const sluice__store_ops sluice_redis_cluster_store = {
@@ -285,4 +294,9 @@ __attribute__((visibility("default"))) const sluice__store_ops sluice_redis_clus
     .stats = redis_stats,
     .close = redis_close,
     .acquire_many = sluice__redis_acquire_many,
+    .async_at = sluice__redis_async_at,
+    .loop_attach = sluice__redis_loop_attach,
+    .loop_detach = sluice__redis_loop_detach,
+    .loop_ready = sluice__redis_loop_ready,
+    .loop_timeout = sluice__redis_loop_timeout,
 };
