@@ -11,6 +11,8 @@
  *  - a burst of 2000 long-keyed calls made before the loop runs: one
  *    connection, every call in order, as the blocking store decides;
  *  - SCRIPT FLUSH between bursts: reloaded, the same decisions;
+ *  - a policy's configuration changing between bursts, sliding-log parts
+ *    coming and going (the script's second round trip): the same;
  *  - a server that stops answering (SIGSTOP): every call in flight gets
  *    on_error's decision (deny) or its error (SLUICE_ESTORE) once, by
  *    timeout_ms; a killed server the same at once; each store is back by
@@ -105,14 +107,25 @@ static int ra_verb(uint64_t *rs) {
     return v < 6 ? TRACE_ACQUIRE : v - 5 > TRACE_RESET ? TRACE_ACQUIRE : v - 5;
 }
 
-/* A random trace in bursts; flush: SCRIPT FLUSH before every fourth. */
-static void ra_trace(const test_loop *L, uint64_t seed, int flush) {
+/* A random trace in bursts on base ("redis-cluster://..."; NULL: the
+ * test's server); flush: SCRIPT FLUSH before every fourth; prepared(a):
+ * called once the stores are open. */
+static void ra_trace_on(const test_loop *L, const char *base, uint64_t seed, int flush, void (*prepared)(sluice_store *)) {
     sluice_clock *ca = sluice_clock_manual_new(1000000), *cb = sluice_clock_manual_new(1000000);
-    char pa[96], pb[96];
+    char pa[96], pb[96], url[512];
     snprintf(pa, sizeof pa, "clock=client&timeout_ms=5000&prefix=a%llu:", (unsigned long long)seed);
     snprintf(pb, sizeof pb, "clock=client&timeout_ms=5000&prefix=b%llu:", (unsigned long long)seed);
-    sluice_store *a = ra_open(pa, ca), *b = ra_open(pb, cb);
+    sluice_store *a, *b;
+    if (base) {
+        snprintf(url, sizeof url, "%s?%s", base, pa);
+        a = open_store(url, ca);
+        snprintf(url, sizeof url, "%s?%s", base, pb);
+        b = open_store(url, cb);
+    } else {
+        a = ra_open(pa, ca), b = ra_open(pb, cb);
+    }
     REQUIRE(a && b);
+    if (prepared) prepared(a);
     REQUIRE(L->attach(a) == 0);
     static const char *const spec[] = {STORE_TEST_SPECS STORE_TEST_SHADOW_SPECS};
     enum { SPECS = sizeof spec / sizeof spec[0] };
@@ -127,6 +140,7 @@ static void ra_trace(const test_loop *L, uint64_t seed, int flush) {
         sluice_clock_manual_advance(ca, dt);
         sluice_clock_manual_advance(cb, dt);
         if (flush && burst % 4 == 3) CHECK(rs_ok(ra_port(), "SCRIPT FLUSH"));
+        if (flush && burst % 4 == 3 && prepared) prepared(a);
         int n = (int)check_range_(&rs, 1, 48);
         for (int i = 0; i < n; i++) {
             steps[i].p = pol[check_range_(&rs, 0, SPECS - 1)];
@@ -151,8 +165,43 @@ static void ra_trace(const test_loop *L, uint64_t seed, int flush) {
     sluice_clock_free(cb);
 }
 
-static void ra_scenario_trace(const test_loop *L) { ra_trace(L, 41, 0); }
-static void ra_scenario_script_flush(const test_loop *L) { ra_trace(L, 43, 1); }
+static void ra_scenario_trace(const test_loop *L) { ra_trace_on(L, NULL, 41, 0, NULL); }
+static void ra_scenario_script_flush(const test_loop *L) { ra_trace_on(L, NULL, 43, 1, NULL); }
+
+/* One policy name whose configuration changes between bursts (a rolling
+ * deploy), with sliding-log parts that come and go: the script asks for the
+ * names of the logs a call did not name, and the call goes again with them
+ * (decide.c's second round trip), as the blocking store does. */
+static void ra_scenario_retune(const test_loop *L) {
+    sluice_clock *ca = sluice_clock_manual_new(1000), *cb = sluice_clock_manual_new(1000);
+    sluice_store *a = ra_open("clock=client&prefix=rt-a:", ca), *b = ra_open("clock=client&prefix=rt-b:", cb);
+    sluice_policy *cfg[3] = {policy("rt", "sliding-log limit=4 window=1m"), policy("rt", "fixed-window limit=3 window=1m"),
+                             policy("rt", "token-bucket capacity=3 rate=1/s; sliding-log limit=2 window=10s")};
+    REQUIRE(a && b && cfg[0] && cfg[1] && cfg[2]);
+    REQUIRE(L->attach(a) == 0);
+    uint64_t rs = 5;
+    ra_step steps[12];
+    long bad = 0;
+    for (int burst = 0; burst < 30; burst++) {
+        sluice_clock_manual_advance(ca, 300);
+        sluice_clock_manual_advance(cb, 300);
+        int n = (int)check_range_(&rs, 1, 12);
+        for (int i = 0; i < n; i++) {
+            steps[i].p = cfg[(burst + i / 4) % 3];
+            snprintf(steps[i].key, sizeof steps[i].key, "k%d", (int)check_range_(&rs, 0, 2));
+            steps[i].verb = ra_verb(&rs);
+            steps[i].cost = 1;
+        }
+        bad += ra_burst(L, a, b, cb, steps, n);
+    }
+    CHECK_EQ(bad, 0);
+    sluice_store_close(a);
+    CHECK(L->idle());
+    sluice_store_close(b);
+    for (int i = 0; i < 3; i++) sluice_policy_free(cfg[i]);
+    sluice_clock_free(ca);
+    sluice_clock_free(cb);
+}
 
 /* The connections the server accepted so far (this question's own among them). */
 static long long ra_connections(void) {
@@ -393,6 +442,7 @@ static void ra_scenario_chained_calls(const test_loop *L) {
     TEST(prefix##_trace_equals_blocking) { ra_scenario_trace(&driver); }                               \
     TEST(prefix##_script_flush_mid_run) { ra_scenario_script_flush(&driver); }                         \
     TEST(prefix##_pipelined_burst) { ra_scenario_pipelined_burst(&driver); }                           \
+    TEST(prefix##_retune) { ra_scenario_retune(&driver); }                                             \
     TEST(prefix##_detach_cancels) { ra_scenario_detach_cancels(&driver); }                             \
     TEST(prefix##_chained_calls) { ra_scenario_chained_calls(&driver); }                               \
     TEST(prefix##_server_faults) { ra_scenario_server_faults(&driver); }                               \

@@ -1,11 +1,15 @@
 /* test_redis_async.c: the Redis store's non-blocking calls against a real
  * redis-server through the test's poll() loop (loop_poll.h): the scenarios
- * of redis_async_scenarios.h, and a loop that refuses to watch the store's
- * fd (every call fails as on_error says, once, and nothing is left). */
+ * of redis_async_scenarios.h; a loop that refuses to watch the store's fd
+ * (every call fails as on_error says, once, and nothing is left); and a
+ * three-node cluster, where a random trace gives the blocking store's
+ * decisions, also with the store's slot map wrong (every slot on the first
+ * node: each call follows MOVED, learning the map) and SCRIPT FLUSH. */
 #define _GNU_SOURCE
 #pragma GCC diagnostic ignored "-Wunused-function" /* the headers' helpers this test does not use */
 #include "loop_poll.h"
 #include "redis_async_scenarios.h"
+#include "store/redis/redis_internal.h"
 
 RA_SCENARIOS(poll, poll_loop)
 
@@ -48,5 +52,41 @@ TEST(poll_watch_refused) {
     sluice_policy_free(p);
 }
 
-TEST_MAIN(poll_trace_equals_blocking, poll_script_flush_mid_run, poll_pipelined_burst, poll_detach_cancels,
-          poll_chained_calls, poll_server_faults, poll_watch_refused, poll_stop_servers)
+static rs_group cluster_;
+static int cluster_ok_;
+static char cluster_url_[256];
+
+static void cluster_start(void) {
+    if (cluster_ok_) return;
+    int ok = rs_group_open(&cluster_) == 0;
+    for (int i = 0; i < 3 && ok; i++) ok = rs_group_add(&cluster_, 1) >= 0;
+    ok = ok && rs_cluster_create(&cluster_) == 0;
+    REQUIRE(ok);
+    snprintf(cluster_url_, sizeof cluster_url_, "redis-cluster://127.0.0.1:%d,127.0.0.1:%d", cluster_.s[0].port,
+             cluster_.s[1].port);
+    cluster_ok_ = 1;
+}
+
+/* The store's slot map made wrong: every slot on node 0. */
+static void wrong_slots(sluice_store *s) {
+    redis_store *r = (redis_store *)s;
+    for (int slot = 0; slot < 16384; slot++) atomic_store(&r->slots[slot], 0);
+}
+
+TEST(poll_cluster_trace) {
+    cluster_start();
+    ra_trace_on(&poll_loop, cluster_url_, 51, 0, NULL);
+}
+
+TEST(poll_cluster_moved) {
+    cluster_start();
+    ra_trace_on(&poll_loop, cluster_url_, 53, 0, wrong_slots);
+}
+
+TEST(poll_cluster_stop) {
+    if (cluster_ok_) rs_group_close(&cluster_);
+    cluster_ok_ = 0;
+}
+
+TEST_MAIN(poll_trace_equals_blocking, poll_script_flush_mid_run, poll_pipelined_burst, poll_retune, poll_detach_cancels,
+          poll_chained_calls, poll_server_faults, poll_watch_refused, poll_stop_servers, poll_cluster_trace, poll_cluster_moved, poll_cluster_stop)

@@ -8,5 +8,5 @@
 
 RA_SCENARIOS(event, event_driver)
 
-TEST_MAIN(event_trace_equals_blocking, event_script_flush_mid_run, event_pipelined_burst, event_detach_cancels,
+TEST_MAIN(event_trace_equals_blocking, event_script_flush_mid_run, event_pipelined_burst, event_retune, event_detach_cancels,
           event_chained_calls, event_server_faults, event_stop_servers)

@@ -16,5 +16,5 @@ TEST(uv_loop_closes) {
     CHECK_EQ(uv_loop_close(&loop), 0);
 }
 
-TEST_MAIN(uv_trace_equals_blocking, uv_script_flush_mid_run, uv_pipelined_burst, uv_detach_cancels, uv_chained_calls,
+TEST_MAIN(uv_trace_equals_blocking, uv_script_flush_mid_run, uv_pipelined_burst, uv_retune, uv_detach_cancels, uv_chained_calls,
           uv_server_faults, uv_stop_servers, uv_loop_closes)

@@ -214,6 +214,14 @@ int sluice__redis_async_at(sluice_store *s, const sluice_policy *p, const void *
         snprintf(a->why, sizeof a->why, "%s", sluice_store_errmsg(s));
         sluice__redis_call_done(r, a, DONE_ERROR, rc);
     } else {
+        /* every log's name, as a reset has: the script never asks for more
+         * (decide.c's second round trip), which would send this call again
+         * after later calls on its key had run (they are pipelined behind
+         * it), out of the order made */
+        if (a->k.logs != ALL_LOGS) {
+            a->k.logs = ALL_LOGS;
+            sluice__redis_build(r, &a->k);
+        }
         route(r, a); /* its deadline grows by connect_timeout_ms there when it must connect first */
     }
     sluice__redis_arm_by(r, a->state == A_DONE ? a->started_ms : a->deadline_ms);
