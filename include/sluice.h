@@ -802,9 +802,21 @@ typedef void (*sluice_store_cb)(void *user, int result, const sluice_decision *d
  *    calls were made. A call still in flight when the loop is detached
  *    (sluice_store_detach_loop, sluice_store_close) completes there, with
  *    SLUICE_ECANCELED: it may still have run on the server.
- *    (redis:// and redis-cluster:// do not have the non-blocking API yet:
- *    these functions and sluice_store_attach_loop return SLUICE_EINVAL,
- *    "the non-blocking API is not implemented yet".)
+ *    Redis: one connection per server of the store's own (not the
+ *    pool's), opened on the first call that needs it; a call's deadline
+ *    is timeout_ms after it is made (plus connect_timeout_ms when its
+ *    connection is still being made). When a call gets no reply by then,
+ *    the server has answered nothing on that connection for timeout_ms:
+ *    the connection is dropped and the server taken as down for 100 ms
+ *    (as the blocking calls do), so every call sent on it completes then,
+ *    as on_error says ("it may have taken effect"), and calls made while it
+ *    is down complete on the next turn. Callbacks run in the order calls
+ *    were made even across a Cluster's nodes: a call one node answered
+ *    waits for an earlier one to another node. A Cluster's redirections
+ *    (MOVED, ASK, TRYAGAIN) are followed; a node lost for good is learnt
+ *    of through MOVED replies, or by the blocking calls (CLUSTER SLOTS),
+ *    not by the non-blocking side itself. Host names are resolved with
+ *    getaddrinfo, which blocks: give addresses on a loop that must not.
  *
  * The store's clock is read when the function is called, as the blocking
  * call reads it. key is copied when the store needs it later: it may

@@ -7,60 +7,7 @@
  * Also: a memory: store on the loop completes at once and never touches
  * it. */
 #define _GNU_SOURCE
-#include "loop_scenarios.h"
-#include "sluice_uv.h"
-
-static uv_loop_t loop;
-static uv_timer_t watchdog;
-static int expired, ready_made;
-
-static void setup(void) {
-    if (ready_made) return;
-    uv_loop_init(&loop);
-    uv_timer_init(&loop, &watchdog);
-    ready_made = 1;
-}
-
-static int uv_attach_(sluice_store *s) {
-    setup();
-    return sluice_uv_attach(s, &loop);
-}
-
-static int uv_detach_(sluice_store *s) { return sluice_uv_detach(s); }
-
-static void on_watchdog(uv_timer_t *t) {
-    (void)t;
-    expired = 1;
-}
-
-static int uv_run_until(int (*done)(void *), void *ctx, int64_t max_ms) {
-    setup();
-    expired = 0;
-    uv_timer_start(&watchdog, on_watchdog, (uint64_t)max_ms, 0);
-    while (!done(ctx) && !expired) uv_run(&loop, UV_RUN_ONCE);
-    uv_timer_stop(&watchdog);
-    return done(ctx);
-}
-
-/* handles of the loop's that are active or closing, the watchdog aside
- * (an adapter keeps its timer handle, stopped, while it is attached; the
- * last test closes the loop, which finds any handle left) */
-static void count_handle(uv_handle_t *h, void *arg) {
-    if (h != (uv_handle_t *)&watchdog && (uv_is_active(h) || uv_is_closing(h))) ++*(int *)arg;
-}
-
-static int uv_idle_(void) {
-    setup();
-    uv_run(&loop, UV_RUN_NOWAIT); /* libuv finishes closing handles on a turn */
-    int handles = 0;
-    uv_walk(&loop, count_handle, &handles);
-    if (handles) fprintf(stderr, "uv: %d handles active in the loop\n", handles);
-    return !uv_loop_alive(&loop) && handles == 0;
-}
-
-static int uv_bad_fd(void) { return open("/dev/null", O_RDONLY | O_CLOEXEC); /* epoll cannot poll it */ }
-
-static const test_loop uv_driver = {"uv", uv_attach_, uv_detach_, uv_run_until, uv_idle_, uv_bad_fd};
+#include "loop_uv_driver.h"
 
 TEST(uv_completes_later) { scenario_completes_later(&uv_driver); }
 TEST(uv_pipelined_burst) { scenario_pipelined_burst(&uv_driver); }
@@ -101,6 +48,7 @@ TEST(uv_memory_store) {
 TEST(uv_loop_closes) {
     setup();
     uv_close((uv_handle_t *)&watchdog, NULL);
+    uv_close((uv_handle_t *)&until_check, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
     CHECK_EQ(uv_loop_close(&loop), 0);
 }

@@ -10,111 +10,10 @@
  *  - the scenarios of loop_scenarios.h on the fake remote kind through a
  *    small poll() loop written here (the adapters run them on libuv and
  *    libevent: test_loop_uv, test_loop_event).
- *  - Redis (when libsluice-redis is built): refused, saying the
- *    non-blocking API is not implemented yet. */
+ *  - Redis (when libsluice-redis is built): it needs a loop, and takes
+ *    one (test_redis_async runs it on real servers). */
 #define _GNU_SOURCE
-#include "loop_scenarios.h"
-
-#include <poll.h>
-
-/* ---- a poll() loop: the smallest loop the interface allows ---- */
-
-static struct {
-    sluice_store *s;
-    struct {
-        int fd, events;
-    } fds[16];
-    int n;
-    int64_t deadline_ms; /* -1: not armed */
-    long detached;
-} pl = {.deadline_ms = -1};
-
-static int pl_watch(void *user, int fd, int events) {
-    (void)user;
-    int i = 0;
-    while (i < pl.n && pl.fds[i].fd != fd) i++;
-    if (events == 0) {
-        if (i < pl.n) pl.fds[i] = pl.fds[--pl.n];
-        return 0;
-    }
-    if (fd < 0) return SLUICE_EINVAL;
-    if (i == pl.n) {
-        if (pl.n == (int)(sizeof pl.fds / sizeof pl.fds[0])) return SLUICE_ENOMEM;
-        pl.fds[pl.n++].fd = fd;
-    }
-    pl.fds[i].events = events;
-    return 0;
-}
-
-static void pl_timer(void *user, int64_t ms) {
-    (void)user;
-    pl.deadline_ms = ms < 0 ? -1 : fake_real_ms() + ms;
-}
-
-static void pl_detached(void *user) {
-    (void)user;
-    pl.detached++;
-    pl.s = NULL;
-}
-
-static int pl_attach(sluice_store *s) {
-    sluice_loop loop = SLUICE_LOOP_INIT;
-    loop.watch = pl_watch;
-    loop.timer = pl_timer;
-    loop.detached = pl_detached;
-    int rc = sluice_store_attach_loop(s, &loop);
-    if (rc == 0) pl.s = s;
-    return rc;
-}
-
-static int pl_detach(sluice_store *s) { return sluice_store_detach_loop(s); }
-
-/* One turn: waits at most max_ms (less when the timer is due sooner). */
-static void pl_turn(int64_t max_ms) {
-    struct pollfd p[16];
-    int n = pl.n;
-    for (int i = 0; i < n; i++) {
-        p[i].fd = pl.fds[i].fd;
-        p[i].events = (short)((pl.fds[i].events & SLUICE_LOOP_READ ? POLLIN : 0) |
-                              (pl.fds[i].events & SLUICE_LOOP_WRITE ? POLLOUT : 0));
-        p[i].revents = 0;
-    }
-    int64_t wait = max_ms;
-    if (pl.deadline_ms >= 0) {
-        int64_t left = pl.deadline_ms - fake_real_ms();
-        wait = left < 0 ? 0 : left < wait ? left : wait;
-    }
-    poll(p, (nfds_t)n, (int)wait);
-    for (int i = 0; i < n && pl.s; i++) {
-        int k = 0; /* still watched, and for what (the store may have changed it meanwhile) */
-        while (k < pl.n && pl.fds[k].fd != p[i].fd) k++;
-        if (k == pl.n || !p[i].revents) continue;
-        int ev = (p[i].revents & POLLIN ? SLUICE_LOOP_READ : 0) | (p[i].revents & POLLOUT ? SLUICE_LOOP_WRITE : 0);
-        if (p[i].revents & (POLLERR | POLLHUP)) ev |= pl.fds[k].events;
-        ev &= pl.fds[k].events;
-        if (ev) sluice_store_loop_ready(pl.s, p[i].fd, ev);
-    }
-    if (pl.s && pl.deadline_ms >= 0 && fake_real_ms() >= pl.deadline_ms) {
-        pl.deadline_ms = -1;
-        sluice_store_loop_timeout(pl.s);
-    }
-}
-
-static int pl_run_until(int (*done)(void *), void *ctx, int64_t max_ms) {
-    int64_t end = fake_real_ms() + max_ms;
-    while (!done(ctx)) {
-        int64_t left = end - fake_real_ms();
-        if (left <= 0) return 0;
-        pl_turn(left);
-    }
-    return 1;
-}
-
-static int pl_idle(void) { return pl.n == 0 && pl.deadline_ms < 0; }
-
-static int pl_bad_fd(void) { return -1; }
-
-static const test_loop poll_loop = {"poll", pl_attach, pl_detach, pl_run_until, pl_idle, pl_bad_fd};
+#include "loop_poll.h"
 
 TEST(poll_completes_later) { scenario_completes_later(&poll_loop); }
 TEST(poll_pipelined_burst) { scenario_pipelined_burst(&poll_loop); }
@@ -457,38 +356,44 @@ TEST(remote_needs_a_loop) {
     sluice_policy_free(p);
 }
 
-/* libsluice-redis has no non-blocking side yet: attaching a loop and every
- * non-blocking call are refused, saying so (this test changes when it
- * comes). No server is needed: opening does not connect. */
-TEST(redis_not_yet) {
+/* libsluice-redis (when built) takes a loop: without one its non-blocking
+ * calls are refused; with one a call completes once, never before it
+ * returns, and closing the store completes a call still in flight (here
+ * the loop never runs: the call is canceled, or, the server at port 1
+ * refusing at once, fails as on_error=allow says). test_redis_async runs
+ * it against real servers. No server is needed: opening does not connect. */
+TEST(redis_takes_a_loop) {
     sluice_store *s = NULL;
     char err[512];
-    {
-        int rc = sluice_store_open_err("redis://127.0.0.1:1", NULL, &s, err, sizeof err);
-        if (rc != 0) {
-            printf("     (redis://: %s: skipped)\n", err);
-            CHECK(strstr(err, "libsluice-redis") != NULL);
-            return;
-        }
-        sluice_policy *p = policy("r", "token-bucket capacity=3 rate=1/s");
-        inline_rec r;
-        memset(&r, 0, sizeof r);
-        sluice_loop loop = counting_loop();
-        CHECK_EQ(sluice_store_attach_loop(s, &loop), SLUICE_EINVAL);
-        CHECK_STR(sluice_store_errmsg(s), "redis: the non-blocking API is not implemented yet");
-        CHECK_EQ(sluice_store_acquire_async(s, p, "k", 1, 1, inline_cb, &r), SLUICE_EINVAL);
-        CHECK_STR(sluice_store_errmsg(s), "redis: the non-blocking API is not implemented yet");
-        CHECK_EQ(sluice_store_peek_async(s, p, "k", 1, 1, inline_cb, &r), SLUICE_EINVAL);
-        CHECK_EQ(sluice_store_refund_async(s, p, "k", 1, 1, inline_cb, &r), SLUICE_EINVAL);
-        CHECK_EQ(sluice_store_reset_async(s, p, "k", 1, inline_cb, &r), SLUICE_EINVAL);
-        CHECK_EQ(r.calls, 0);
-        CHECK_EQ(counting_calls, 0);
-        sluice_store_close(s);
-        sluice_policy_free(p);
+    int rc = sluice_store_open_err("redis://127.0.0.1:1", NULL, &s, err, sizeof err);
+    if (rc != 0) {
+        printf("     (redis://: %s: skipped)\n", err);
+        CHECK(strstr(err, "libsluice-redis") != NULL);
+        return;
     }
+    sluice_policy *p = policy("r", "token-bucket capacity=3 rate=1/s");
+    inline_rec r;
+    memset(&r, 0, sizeof r);
+    r.s = s;
+    CHECK_EQ(sluice_store_acquire_async(s, p, "k", 1, 1, inline_cb, &r), SLUICE_EINVAL);
+    CHECK_STR(sluice_store_errmsg(s), "redis: no loop attached: a remote store's non-blocking calls need "
+                                      "sluice_store_attach_loop() first");
+    CHECK_EQ(sluice_store_reset_async(s, p, "k", 1, inline_cb, &r), SLUICE_EINVAL);
+    sluice_loop loop = counting_loop();
+    CHECK_EQ(sluice_store_attach_loop(s, &loop), 0);
+    CHECK_EQ(sluice_store_acquire_async(s, p, "k", 1, 1, inline_cb, &r), 0);
+    CHECK_EQ(r.calls, 0);
+    CHECK(counting_calls > 0); /* it asked the loop for something */
+    long detached_before = counting_detached;
+    sluice_store_close(s);
+    CHECK_EQ(counting_detached, detached_before + 1);
+    CHECK_EQ(r.calls, 1);
+    CHECK(r.rc == SLUICE_ECANCELED || (r.rc == 0 && r.d.allowed && !r.d.enforced));
+    counting_calls = 0;
+    sluice_policy_free(p);
 }
 
 TEST_MAIN(memory_completes_inline, shm_completes_inline, argument_errors_returned, refund_and_reset_decisions,
-          memory_callback_makes_calls, attach_checks_the_loop, remote_needs_a_loop, redis_not_yet,
+          memory_callback_makes_calls, attach_checks_the_loop, remote_needs_a_loop, redis_takes_a_loop,
           poll_completes_later, poll_pipelined_burst, poll_timeouts_rearm, poll_next_turn, poll_detach_cancels,
           poll_chained_calls, poll_watch_refused)

@@ -263,15 +263,6 @@ void sluice_store_close(sluice_store *s) {
  * shm:) has none: its non-blocking call is its blocking one, made here at
  * once, and the callback runs before the call returns. */
 
-/* TEMPORARY, until libsluice-redis has the non-blocking side: a kind from
- * outside the core (the only ones are Redis's) with no async_at would make
- * its blocking round trips on the loop's thread, so it is refused. */
-static int async_missing(const sluice_store *s) {
-    if (s->ops->async_at || s->ops == &sluice__memory_store || s->ops == &sluice__shm_store) return 0;
-    sluice__store_errf(s, "%s: the non-blocking API is not implemented yet", s->ops->scheme);
-    return 1;
-}
-
 static int async_call(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len, sluice__verb verb,
                       int64_t cost, sluice_store_cb cb, void *user) {
     if (!s) return SLUICE_EINVAL;
@@ -294,7 +285,6 @@ static int async_call(sluice_store *s, const sluice_policy *p, const void *key, 
         }
         return s->ops->async_at(s, p, key, key_len, verb, cost, now_ms, cb, user);
     }
-    if (async_missing(s)) return SLUICE_EINVAL;
     sluice_decision d;
     int rc = verb == SLUICE__VERB_ACQUIRE ? s->ops->acquire_at(s, p, key, key_len, cost, now_ms, &d)
                                           : s->ops->operate_at(s, p, key, key_len, verb, cost, now_ms, &d);
@@ -338,7 +328,6 @@ int sluice_store_attach_loop(sluice_store *s, const sluice_loop *loop) {
         sluice__store_errf(s, "%s: a loop is attached already (detach it first)", s->ops->scheme);
         return SLUICE_EINVAL;
     }
-    if (async_missing(s)) return SLUICE_EINVAL;
     sluice_loop copy = SLUICE_LOOP_INIT;
     memcpy(&copy, loop, loop->size < sizeof copy ? loop->size : sizeof copy);
     copy.size = sizeof copy;

@@ -392,3 +392,27 @@ void sluice__redis_acquire_many(sluice_store *s, const sluice_request *reqs, siz
     free(calls);
     free(pending);
 }
+
+/* ---- the same steps one at a time, for the non-blocking calls (async.c) ---- */
+
+int sluice__redis_prepare(redis_store *r, const sluice_policy *p, const void *key, size_t key_len, char verb,
+                          int64_t cost, int64_t now_ms, call *k) {
+    return prepare(r, p, key, key_len, verb, cost, now_ms, k);
+}
+
+void sluice__redis_build(redis_store *r, call *k) { build(r, k); }
+
+int sluice__redis_read_reply(redis_store *r, const call *k, redisReply *reply, sluice_decision *d, unsigned *need,
+                             char *why, size_t whylen) {
+    return read_reply(r, k, reply, d, need, why, whylen);
+}
+
+int sluice__redis_failed(redis_store *r, const char *why, const call *k, sluice_decision *d) {
+    return failed_call(r, why, k, d);
+}
+
+int sluice__redis_deny_answer(redis_store *r, const call *k, sluice_decision *d) { return deny_answer(r, k, d); }
+
+void sluice__redis_deny_forget(redis_store *r, const call *k) { deny_forget(r, k); }
+
+void sluice__redis_count(redis_store *r, const call *k, const sluice_decision *d) { count(r, k, d); }

@@ -45,6 +45,9 @@
  * trip, until its denial would end (deny_cache=N entries, 0: off; decide.c
  * says when that is exact).
  *
+ * Non-blocking calls (async.c, conn.c): on the attached loop's thread, one
+ * connection per node of their own, every call pipelined on it.
+ *
  * This file: the store's URL, open, stats, close and operations tables;
  * the rest lies beside it (redis_internal.h lists the files). */
 #define _GNU_SOURCE
@@ -130,6 +133,7 @@ static int verify_nodes(redis_store *r, char *err, size_t errlen) {
 
 static void redis_close(sluice_store *s) {
     redis_store *r = (redis_store *)s;
+    sluice__redis_async_free(r);
     for (int i = 0; i < atomic_load(&r->n_nodes); i++) sluice__redis_node_free(r->nodes[i]);
     sluice__policy_set_free(&r->policies);
     sluice__redis_local_free(r);
@@ -297,6 +301,11 @@ __attribute__((visibility("default"))) const sluice__store_ops sluice_redis_stor
     .stats = redis_stats,
     .close = redis_close,
     .acquire_many = sluice__redis_acquire_many,
+    .async_at = sluice__redis_async_at,
+    .loop_attach = sluice__redis_loop_attach,
+    .loop_detach = sluice__redis_loop_detach,
+    .loop_ready = sluice__redis_loop_ready,
+    .loop_timeout = sluice__redis_loop_timeout,
 };
 
 __attribute__((visibility("default"))) const sluice__store_ops sluice_redis_cluster_store = {
@@ -310,4 +319,9 @@ __attribute__((visibility("default"))) const sluice__store_ops sluice_redis_clus
     .stats = redis_stats,
     .close = redis_close,
     .acquire_many = sluice__redis_acquire_many,
+    .async_at = sluice__redis_async_at,
+    .loop_attach = sluice__redis_loop_attach,
+    .loop_detach = sluice__redis_loop_detach,
+    .loop_ready = sluice__redis_loop_ready,
+    .loop_timeout = sluice__redis_loop_timeout,
 };

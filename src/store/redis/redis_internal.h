@@ -7,6 +7,8 @@
  *   route.c    where a call goes: the nodes by address, a cluster's slot
  *              map, sending one call through redirections
  *   decide.c   policies and decisions: decide.lua's arguments and reply
+ *   async.c    the non-blocking calls on the caller's loop (and conn.c,
+ *              their connections: async_internal.h)
  *   decide.lua the decision itself, on the server
  *   local.c    on_error=local: the local limit, the instance registry (local.h)
  *   slot.c     a key name's cluster slot
@@ -83,7 +85,9 @@ typedef struct {
     struct sluice__redis_local *local; /* on_error=local (local.c); else NULL */
     sluice__deny_cache *deny;          /* deny_cache=N entries; NULL: off (decide.c) */
     _Atomic uint64_t deny_epoch;       /* refunds and resets made: see decide.c */
+    struct redis_async *async;         /* the non-blocking side (async.c): the loop thread's */
 } redis_store;
+typedef struct redis_async redis_async;
 
 /* One call of the script: what it asks (a decision, or a verb), EVALSHA's
  * arguments, and where it goes. */
@@ -169,6 +173,33 @@ int sluice__redis_operate_at(sluice_store *s, const sluice_policy *p, const void
                              sluice__verb verb, int64_t cost, int64_t now_ms, sluice_decision *d);
 void sluice__redis_acquire_many(sluice_store *s, const sluice_request *reqs, size_t n, int64_t now_ms,
                                 sluice_decision *out, int *results);
+
+/* The steps of one call, for async.c: prepare (0 or an error), build
+ * (after k->logs grew), read_reply (0; 1: the script asks for the names in
+ * *need; -1 with why), failed (what on_error says, the message set),
+ * count (a decision counted in the stats). */
+int sluice__redis_prepare(redis_store *r, const sluice_policy *p, const void *key, size_t key_len, char verb,
+                          int64_t cost, int64_t now_ms, call *k);
+void sluice__redis_build(redis_store *r, call *k);
+int sluice__redis_read_reply(redis_store *r, const call *k, redisReply *reply, sluice_decision *d, unsigned *need,
+                             char *why, size_t whylen);
+/* on_error's decision (on_error=local: the local limit's) for call k */
+int sluice__redis_failed(redis_store *r, const char *why, const call *k, sluice_decision *d);
+/* The cache of denials: k's decision from it (1, counted) or 0; after a
+ * refund or reset k made (or may have), the key's entry dropped */
+int sluice__redis_deny_answer(redis_store *r, const call *k, sluice_decision *d);
+void sluice__redis_deny_forget(redis_store *r, const call *k);
+void sluice__redis_count(redis_store *r, const call *k, const sluice_decision *d);
+
+/* ---- "async.c": the store's non-blocking entries (store.h) ---- */
+int sluice__redis_async_at(sluice_store *s, const sluice_policy *p, const void *key, size_t key_len,
+                           sluice__verb verb, int64_t cost, int64_t now_ms, sluice_store_cb cb, void *user);
+int sluice__redis_loop_attach(sluice_store *s);
+void sluice__redis_loop_detach(sluice_store *s);
+void sluice__redis_loop_ready(sluice_store *s, int fd, int events);
+void sluice__redis_loop_timeout(sluice_store *s);
+/* Frees what the non-blocking side keeps (the loop detached already). */
+void sluice__redis_async_free(redis_store *r);
 
 /* ---- "sha1.c": the SHA-1 of data, as 40 hex digits and a NUL ---- */
 void sluice__sha1_hex(const void *data, size_t len, char out[41]);

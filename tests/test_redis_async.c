@@ -1,0 +1,182 @@
+/* test_redis_async.c: the Redis store's non-blocking calls against a real
+ * redis-server through the test's poll() loop (loop_poll.h): the scenarios
+ * of redis_async_scenarios.h; a loop that refuses to watch the store's fd
+ * (every call fails as on_error says, once, and nothing is left); the
+ * cache of denials answering calls with no round trip; on_error=local
+ * deciding them while the server is down; and a three-node cluster,
+ * where a random trace gives the blocking store's decisions, also with the store's slot map wrong (every slot on the first
+ * node: each call follows MOVED, learning the map) and SCRIPT FLUSH. */
+#define _GNU_SOURCE
+#pragma GCC diagnostic ignored "-Wunused-function" /* the headers' helpers this test does not use */
+#include "loop_poll.h"
+#include "redis_async_scenarios.h"
+#include "store/redis/redis_internal.h"
+
+RA_SCENARIOS(poll, poll_loop)
+
+/* One call through the poll loop, waited for (5 s at most). */
+static void one_call(sluice_store *s, const sluice_policy *p, const char *key, int verb, int64_t cost, call_rec *r) {
+    memset(r, 0, sizeof *r);
+    CHECK_EQ(verb_async(s, p, key, verb, cost, r), 0);
+    CHECK_EQ(r->calls, 0); /* never before the call returns */
+    recs_ctx ctx = {r, 1};
+    CHECK(poll_loop.run_until(all_called, &ctx, 5000));
+}
+
+/* EVALSHA calls the test's server ran (INFO commandstats). */
+static long long evalsha_calls(void) {
+    redisReply *rp = rs_cmd(ra_port(), "INFO commandstats");
+    long long n = -1;
+    if (rp && rp->type == REDIS_REPLY_STRING) {
+        const char *at = strstr(rp->str, "cmdstat_evalsha:calls=");
+        n = at ? atoll(at + strlen("cmdstat_evalsha:calls=")) : 0;
+    }
+    if (rp) freeReplyObject(rp);
+    return n;
+}
+
+/* The cache of denials answers non-blocking calls too: a key the server
+ * denied is denied again with no round trip (on the loop's next turn),
+ * its wait counting down; a refund through the store clears it. */
+TEST(poll_cached_denials) {
+    sluice_clock *c = sluice_clock_manual_new(1000000);
+    sluice_store *s = ra_open("clock=client&timeout_ms=5000&prefix=dc:", c);
+    sluice_policy *p = policy("dc", "fixed-window limit=1 window=1h");
+    REQUIRE(c && s && p);
+    REQUIRE(poll_loop.attach(s) == 0);
+    call_rec r;
+    one_call(s, p, "k", TRACE_ACQUIRE, 1, &r);
+    CHECK(r.rc == 0 && r.d.allowed);
+    one_call(s, p, "k", TRACE_ACQUIRE, 1, &r);
+    CHECK(r.rc == 0 && !r.d.allowed && r.d.enforced);
+    int64_t retry = r.d.retry_after_ms;
+    long long scripts = evalsha_calls();
+    for (int i = 1; i <= 5; i++) {
+        sluice_clock_manual_advance(c, 1000);
+        one_call(s, p, "k", TRACE_ACQUIRE, 1, &r);
+        CHECK(r.rc == 0 && !r.d.allowed && r.d.enforced && !r.d.local);
+        CHECK_EQ(r.d.retry_after_ms, retry - 1000 * i);
+    }
+    CHECK_EQ(evalsha_calls(), scripts); /* no round trip */
+    sluice_stats st;
+    CHECK_EQ(sluice_store_stats(s, &st), 0);
+    CHECK_EQ(st.cached_denials, 5);
+    one_call(s, p, "k", TRACE_REFUND, 1, &r);
+    CHECK_EQ(r.rc, 0);
+    one_call(s, p, "k", TRACE_ACQUIRE, 1, &r);
+    CHECK(r.rc == 0 && r.d.allowed); /* the server's, after the refund */
+    CHECK_EQ(evalsha_calls(), scripts + 2);
+    sluice_store_close(s);
+    sluice_policy_free(p);
+    sluice_clock_free(c);
+}
+
+/* on_error=local decides non-blocking calls the server cannot: the local
+ * limit of the share, local = true. */
+TEST(poll_local_limit) {
+    rs_group g;
+    int a = -1;
+    if (rs_group_open(&g) == 0) a = rs_group_add(&g, 0);
+    REQUIRE(a >= 0);
+    char url[256];
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d?clock=client&timeout_ms=500&on_error=local&local_share=1/2",
+             g.s[a].port);
+    sluice_clock *c = sluice_clock_manual_new(1000000);
+    sluice_store *s = open_store(url, c);
+    sluice_policy *p = policy("ll", "fixed-window limit=4 window=1h");
+    REQUIRE(c && s && p);
+    REQUIRE(poll_loop.attach(s) == 0);
+    call_rec r;
+    one_call(s, p, "k", TRACE_ACQUIRE, 1, &r);
+    CHECK(r.rc == 0 && r.d.allowed && !r.d.local && r.d.remaining == 3);
+    rs_signal(&g, a, SIGKILL);
+    for (int k = 0; k < 2; k++) {
+        one_call(s, p, "k", TRACE_ACQUIRE, 1, &r);
+        CHECK(r.rc == 0 && r.d.allowed && r.d.local && r.d.enforced && r.d.limit == 2 && r.d.remaining == 1 - k);
+    }
+    one_call(s, p, "k", TRACE_ACQUIRE, 1, &r);
+    CHECK(r.rc == 0 && !r.d.allowed && r.d.local);
+    CHECK_EQ(stats(s).local, 3); /* (stats itself fails: no server to count its keys) */
+    sluice_store_close(s);
+    sluice_policy_free(p);
+    sluice_clock_free(c);
+    rs_group_close(&g);
+}
+
+/* A loop whose watch always refuses. */
+static int refusing_watch(void *user, int fd, int events) {
+    (void)user, (void)fd;
+    return events ? SLUICE_ENOMEM : 0;
+}
+static int64_t refusing_armed_ms = -1;
+static void refusing_timer(void *user, int64_t ms) {
+    (void)user;
+    refusing_armed_ms = ms;
+}
+
+TEST(poll_watch_refused) {
+    sluice_store *s = ra_open("on_error=error&prefix=refused:", NULL);
+    sluice_policy *p = policy("refused", "token-bucket capacity=5 rate=1/s");
+    REQUIRE(s && p);
+    sluice_loop loop = SLUICE_LOOP_INIT;
+    loop.watch = refusing_watch;
+    loop.timer = refusing_timer;
+    CHECK_EQ(sluice_store_attach_loop(s, &loop), 0);
+    call_rec recs[3];
+    memset(recs, 0, sizeof recs);
+    for (int i = 0; i < 3; i++) {
+        recs[i].s = s;
+        CHECK_EQ(sluice_store_acquire_async(s, p, "k", 1, 1, rec_cb, &recs[i]), 0);
+        CHECK_EQ(recs[i].calls, 0);
+    }
+    CHECK_EQ(refusing_armed_ms, 0); /* failed: called back on the next turn */
+    refusing_armed_ms = -1; /* it fires (and is no longer armed) */
+    sluice_store_loop_timeout(s);
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(recs[i].calls, 1);
+        CHECK_EQ(recs[i].rc, SLUICE_ESTORE);
+        CHECK(strstr(recs[i].msg, "watch") != NULL || strstr(recs[i].msg, "is down") != NULL);
+    }
+    CHECK_EQ(refusing_armed_ms, -1); /* nothing left: not armed again */
+    sluice_store_close(s);
+    sluice_policy_free(p);
+}
+
+static rs_group cluster_;
+static int cluster_ok_;
+static char cluster_url_[256];
+
+static void cluster_start(void) {
+    if (cluster_ok_) return;
+    int ok = rs_group_open(&cluster_) == 0;
+    for (int i = 0; i < 3 && ok; i++) ok = rs_group_add(&cluster_, 1) >= 0;
+    ok = ok && rs_cluster_create(&cluster_) == 0;
+    REQUIRE(ok);
+    snprintf(cluster_url_, sizeof cluster_url_, "redis-cluster://127.0.0.1:%d,127.0.0.1:%d", cluster_.s[0].port,
+             cluster_.s[1].port);
+    cluster_ok_ = 1;
+}
+
+/* The store's slot map made wrong: every slot on node 0. */
+static void wrong_slots(sluice_store *s) {
+    redis_store *r = (redis_store *)s;
+    for (int slot = 0; slot < 16384; slot++) atomic_store(&r->slots[slot], 0);
+}
+
+TEST(poll_cluster_trace) {
+    cluster_start();
+    ra_trace_on(&poll_loop, cluster_url_, 51, 0, NULL);
+}
+
+TEST(poll_cluster_moved) {
+    cluster_start();
+    ra_trace_on(&poll_loop, cluster_url_, 53, 0, wrong_slots);
+}
+
+TEST(poll_cluster_stop) {
+    if (cluster_ok_) rs_group_close(&cluster_);
+    cluster_ok_ = 0;
+}
+
+TEST_MAIN(poll_trace_equals_blocking, poll_script_flush_mid_run, poll_pipelined_burst, poll_retune, poll_detach_cancels,
+          poll_chained_calls, poll_server_faults, poll_watch_refused, poll_cached_denials, poll_local_limit, poll_stop_servers, poll_cluster_trace, poll_cluster_moved, poll_cluster_stop)
