@@ -109,6 +109,7 @@ test-tsan:
 
 bench: build
 	@set -e; for b in $(BENCHES); do echo "== $$b"; ./$(BUILD)/$$b; done
+	@bash bench/bench_http.sh $(BUILD)
 
 # Not part of bench: the peers' harnesses in bench/peers/ (run.sh says how).
 bench-peers: deps-peers build
