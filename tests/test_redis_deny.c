@@ -428,6 +428,50 @@ TEST(deny_cache_0_makes_every_denial_a_round_trip) {
     rs_group_close(&g);
 }
 
+/* A flood of denied keys through a cache of 8 entries: it holds at most 8
+ * of them (at most 8 answered with no round trip when every key asks
+ * again), every decision still the server's; its memory is the table made
+ * at open, whatever the flood. */
+static void flood_body(int port) {
+    char url[256];
+    sluice_store *s = open_store(url_of(url, sizeof url, port, "clock=client&prefix=flood:&deny_cache=8"), NULL);
+    sluice_policy *p = policy("flood", "fixed-window limit=1 window=1h");
+    REQUIRE(s && p);
+    enum { N_FLOOD = 2000 };
+    sluice_decision d;
+    char key[24];
+    for (int i = 0; i < N_FLOOD; i++) {
+        int n = snprintf(key, sizeof key, "flood-%d", i);
+        CHECK_EQ(sluice_store_acquire_at(s, p, key, (size_t)n, 1, 10, &d), 0);
+        CHECK(d.allowed);
+        CHECK_EQ(sluice_store_acquire_at(s, p, key, (size_t)n, 1, 10, &d), 0); /* denied: cached */
+        CHECK(!d.allowed);
+    }
+    long long before = scripts_run(port);
+    int64_t cached = stats(s).cached_denials;
+    for (int i = 0; i < N_FLOOD; i++) {
+        int n = snprintf(key, sizeof key, "flood-%d", i);
+        CHECK_EQ(sluice_store_acquire_at(s, p, key, (size_t)n, 1, 20, &d), 0);
+        CHECK(!d.allowed && d.retry_after_ms == 3600000 - 20);
+    }
+    int64_t answered = stats(s).cached_denials - cached;
+    long long trips = scripts_run(port) - before;
+    if (answered > 8) fprintf(stderr, "flood: %lld denials answered by a cache of 8\n", (long long)answered);
+    CHECK(answered >= 1 && answered <= 8);
+    CHECK_EQ(trips + answered, N_FLOOD);
+    sluice_policy_free(p);
+    sluice_store_close(s);
+}
+
+TEST(a_flood_of_denied_keys_keeps_the_cache_bounded) {
+    rs_group g;
+    int a = -1;
+    if (rs_group_open(&g) == 0) a = rs_group_add(&g, 0);
+    if (a >= 0) flood_body(g.s[a].port);
+    CHECK(a >= 0);
+    rs_group_close(&g);
+}
+
 TEST(bad_deny_cache_values_are_refused_at_open) {
     const char *bad[] = {"deny_cache=-1", "deny_cache=", "deny_cache=abc", "deny_cache=1000001", "deny_cache=1e3",
                          "deny_cache=12x", "deny_cache=99999999999999999999"};
@@ -513,4 +557,4 @@ TEST(server_clock_denials_end_no_later_than_the_servers) {
 TEST_MAIN(bad_deny_cache_values_are_refused_at_open, a_lone_client_decides_as_without_the_cache,
           cached_denials_count_down_exactly, refund_and_reset_clear_the_entry_another_hosts_refund_waits_for_the_retry,
           a_name_with_two_configurations_is_not_cached, deny_cache_0_makes_every_denial_a_round_trip,
-          server_clock_denials_end_no_later_than_the_servers)
+          server_clock_denials_end_no_later_than_the_servers, a_flood_of_denied_keys_keeps_the_cache_bounded)
