@@ -23,12 +23,14 @@ static const char check_help[] =
     "the line ends with delay_ms=Z: how long an admitted request should wait\n"
     "before it proceeds. \"shadow_denied=1\" is added when a shadow part of SPEC\n"
     "(\"...; shadow PART\": tried, never enforced) would have denied the request,\n"
+    "\"local=1\" when a remote store decided by its local limit (on_error=local),\n"
     "and \"enforced=false\" when a remote store could not decide: on_error=allow\n"
     "(its default) admits without counting, deny denies; a warning on stderr\n"
     "then gives the store's reason (--strict: an error).\n"
     "With --json, one JSON object with every field of the decision instead:\n"
     "  {\"allowed\":true,\"remaining\":1,\"retry_after_ms\":0,\"reset_ms\":60000,\"delay_ms\":0,\n"
-    "   \"limit\":2,\"enforced\":true,\"part\":0,\"part_reset_ms\":60000,\"shadow_denied\":false}\n"
+    "   \"limit\":2,\"enforced\":true,\"part\":0,\"part_reset_ms\":60000,\"shadow_denied\":false,\n"
+    "   \"local\":false}\n"
     "(part: the index of the part with the least remaining, whose limit is limit\n"
     "and whose own reset is part_reset_ms)\n"
     "\n"
@@ -73,9 +75,10 @@ void cli_print_decision(const sluice_decision *d, const sluice_policy *p, int js
     if (json) {
         printf("{\"allowed\":%s,\"remaining\":%" PRId64 ",\"retry_after_ms\":%" PRId64 ",\"reset_ms\":%" PRId64
                ",\"delay_ms\":%" PRId64 ",\"limit\":%" PRId64 ",\"enforced\":%s,\"part\":%d,\"part_reset_ms\":%" PRId64
-               ",\"shadow_denied\":%s}\n",
+               ",\"shadow_denied\":%s,\"local\":%s}\n",
                d->allowed ? "true" : "false", d->remaining, d->retry_after_ms, d->reset_ms, d->delay_ms, d->limit,
-               d->enforced ? "true" : "false", (int)d->part, d->part_reset_ms, d->shadow_denied ? "true" : "false");
+               d->enforced ? "true" : "false", (int)d->part, d->part_reset_ms, d->shadow_denied ? "true" : "false",
+               d->local ? "true" : "false");
         return;
     }
     if (d->allowed)
@@ -85,6 +88,7 @@ void cli_print_decision(const sluice_decision *d, const sluice_policy *p, int js
                d->remaining, d->reset_ms);
     if (d->allowed && sluice_policy_delays(p)) printf(" delay_ms=%" PRId64, d->delay_ms);
     if (d->shadow_denied) printf(" shadow_denied=1");
+    if (d->local) printf(" local=1");
     if (!d->enforced) printf(" enforced=false");
     putchar('\n');
 }

@@ -63,7 +63,7 @@ static const char simulate_help[] =
     "With --json, one JSON object per line with every field of the decision:\n"
     "  {\"t\":0,\"key\":\"alice\",\"cost\":1,\"allowed\":true,\"remaining\":1,\n"
     "   \"retry_after_ms\":0,\"reset_ms\":1000,\"delay_ms\":0,\"limit\":2,\"part\":0,\n"
-    "   \"part_reset_ms\":1000,\"enforced\":true,\"shadow_denied\":false}\n"
+    "   \"part_reset_ms\":1000,\"enforced\":true,\"shadow_denied\":false,\"local\":false}\n"
     "(limit: that of the part with the least remaining; part: its index;\n"
     "part_reset_ms: that part's own reset; a key's bytes that are not UTF-8 as\n"
     "\\u00XX; a verb line's object has \"verb\" after \"key\").\n"
@@ -295,19 +295,19 @@ static void sim_print(const cli_args *a, const sim_request *q, const sluice_deci
         if (q->verb != SIM_REQUEST) printf(",\"verb\":\"%s\"", sim_verbs[q->verb]);
         printf(",\"cost\":%" PRId64 ",\"allowed\":%s,\"remaining\":%" PRId64 ",\"retry_after_ms\":%" PRId64
                ",\"reset_ms\":%" PRId64 ",\"delay_ms\":%" PRId64 ",\"limit\":%" PRId64
-               ",\"part\":%d,\"part_reset_ms\":%" PRId64 ",\"enforced\":%s,\"shadow_denied\":%s}\n",
+               ",\"part\":%d,\"part_reset_ms\":%" PRId64 ",\"enforced\":%s,\"shadow_denied\":%s,\"local\":%s}\n",
                q->cost, d->allowed ? "true" : "false", d->remaining, d->retry_after_ms, d->reset_ms, d->delay_ms,
                d->limit, (int)d->part, d->part_reset_ms, d->enforced ? "true" : "false",
-               d->shadow_denied ? "true" : "false");
+               d->shadow_denied ? "true" : "false", d->local ? "true" : "false");
         return;
     }
     printf("t=%" PRId64 " key=", q->t);
     fwrite(q->key.b, 1, q->key.n, stdout);
     if (q->verb != SIM_REQUEST) printf(" verb=%s", sim_verbs[q->verb]);
     printf(" cost=%" PRId64 " allowed=%d remaining=%" PRId64 " retry_after_ms=%" PRId64 " reset_ms=%" PRId64
-           " delay_ms=%" PRId64 "%s%s\n",
+           " delay_ms=%" PRId64 "%s%s%s\n",
            q->cost, d->allowed ? 1 : 0, d->remaining, d->retry_after_ms, d->reset_ms, d->delay_ms,
-           d->shadow_denied ? " shadow_denied=1" : "", d->enforced ? "" : " enforced=false");
+           d->shadow_denied ? " shadow_denied=1" : "", d->local ? " local=1" : "", d->enforced ? "" : " enforced=false");
 }
 
 /* Makes the decision of line q: the request's, or the verb's (at the

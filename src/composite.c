@@ -38,6 +38,7 @@ static void combine(const sluice_policy *p, const sluice_decision *parts, int al
     d->allowed = allowed;
     d->enforced = true;
     d->shadow_denied = false;
+    d->local = false;
 }
 
 /* Asks every part about cost without changing anything: parts[i] and

@@ -53,15 +53,15 @@ static inline int same(const sluice_decision *a, const sluice_decision *b) {
            a->retry_after_ms == b->retry_after_ms && a->reset_ms == b->reset_ms &&
            a->delay_ms == b->delay_ms && a->limit == b->limit && a->part == b->part &&
            a->part_reset_ms == b->part_reset_ms && a->enforced == b->enforced &&
-           a->shadow_denied == b->shadow_denied;
+           a->shadow_denied == b->shadow_denied && a->local == b->local;
 }
 
 static inline void print_decision(const char *who, const sluice_decision *d) {
     fprintf(stderr, "  %s: allowed=%d enforced=%d remaining=%lld retry=%lld reset=%lld delay=%lld limit=%lld part=%d "
-            "part_reset=%lld shadow_denied=%d\n",
+            "part_reset=%lld shadow_denied=%d local=%d\n",
             who, d->allowed, d->enforced, (long long)d->remaining, (long long)d->retry_after_ms,
             (long long)d->reset_ms, (long long)d->delay_ms, (long long)d->limit, d->part, (long long)d->part_reset_ms,
-            d->shadow_denied);
+            d->shadow_denied, d->local);
 }
 
 /* A trace step's verb (trace.h) on a store at reading now (a reset reads
@@ -251,6 +251,34 @@ static inline long prefix_keys_stay_apart(sluice_store *s) {
     }
     sluice_policy_free(p);
     return failures;
+}
+
+/* Every verb on a local store (memory:, shm:) fills every field of the
+ * decision, local (false) too, over whatever the caller's struct held:
+ * for each policy of STORE_TEST_SPECS, a key held and one not. */
+static inline void check_decisions_not_local(sluice_store *s) {
+    static const char *const specs[] = {STORE_TEST_SPECS STORE_TEST_SHADOW_SPECS};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        sluice_policy *p = policy("not-local", specs[i]);
+        if (!p) continue;
+        for (int held = 0; held <= 1; held++) {
+            const char *key = held ? "held" : "not-held";
+            sluice_decision d;
+            int64_t t = 1000;
+            if (held) sluice_store_acquire_at(s, p, key, strlen(key), 1, t, &d);
+            for (int verb = 0; verb < 4; verb++) {
+                memset(&d, 0xa5, sizeof d);
+                int rc = verb == 0   ? sluice_store_acquire_at(s, p, key, strlen(key), 1, t, &d)
+                         : verb == 1 ? sluice_store_peek_at(s, p, key, strlen(key), 1, t, &d)
+                         : verb == 2 ? sluice_store_refund_at(s, p, key, strlen(key), 1, t, &d)
+                                     : sluice_store_reset(s, p, key, strlen(key), &d);
+                CHECK_EQ(rc, 0);
+                if (d.local != false) fprintf(stderr, "%s, verb %d, %s: local is not false\n", specs[i], verb, key);
+                CHECK(d.local == false && d.enforced == true);
+            }
+        }
+        sluice_policy_free(p);
+    }
 }
 
 #endif

@@ -123,7 +123,7 @@ sl check k --policy "$P" --store "$S" --manual-clock 0
 want "check 3" 1 "denied retry_after_ms=60000 remaining=0 reset_ms=60000"
 sl check k --policy "$P" --store "$S" --manual-clock 1000 --json
 want "check --json, denied" 1 \
-    '{"allowed":false,"remaining":0,"retry_after_ms":59000,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":59000,"shadow_denied":false}'
+    '{"allowed":false,"remaining":0,"retry_after_ms":59000,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":59000,"shadow_denied":false,"local":false}'
 json_ok "check --json, denied" "$tmp/out"
 [[ -s "$tmp/err" ]] && fail "check --json wrote to stderr: $(cat "$tmp/err")"
 # another name, another key: each a separate limit; another SPEC of the
@@ -134,7 +134,7 @@ sl check k --policy 'fixed-window limit=3 window=1m' --store "$S" --manual-clock
 want "check, another SPEC" 0 "allowed remaining=0 reset_ms=59000"
 sl check k2 --policy "$P" --store "$S" --manual-clock 1000 --cost 2 --json
 want "check --cost 2 --json" 0 \
-    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":59000,"shadow_denied":false}'
+    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":59000,"shadow_denied":false,"local":false}'
 json_ok "check --cost 2 --json" "$tmp/out"
 sl check k --policy "$P" --store "$S" --manual-clock 60000
 want "check, next window" 0 "allowed remaining=1 reset_ms=60000"
@@ -169,7 +169,7 @@ sl check q --policy "$L" --store "shm:$tmp/leaky.shm" --manual-clock 0
 want "leaky 1" 0 "allowed remaining=1 reset_ms=1000 delay_ms=0"
 sl check q --policy "$L" --store "shm:$tmp/leaky.shm" --manual-clock 0 --json
 want "leaky 2" 0 \
-    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":2000,"delay_ms":1000,"limit":2,"enforced":true,"part":0,"part_reset_ms":2000,"shadow_denied":false}'
+    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":2000,"delay_ms":1000,"limit":2,"enforced":true,"part":0,"part_reset_ms":2000,"shadow_denied":false,"local":false}'
 sl check q --policy "$L" --store "shm:$tmp/leaky.shm" --manual-clock 0
 want "leaky 3" 1 "denied retry_after_ms=1000 remaining=0 reset_ms=2000"
 
@@ -257,18 +257,18 @@ sl peek k --policy "$P" --store memory: --manual-clock 0
 want "peek, memory:" 0 "allowed remaining=1 reset_ms=60000"
 sl peek k --policy "$P" --store memory: --manual-clock 0 --cost 2 --json
 want "peek --cost 2 --json" 0 \
-    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":60000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":60000,"shadow_denied":false}'
+    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":60000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":60000,"shadow_denied":false,"local":false}'
 json_ok "peek --json" "$tmp/out"
 sl refund k --policy "$P" --store memory: --manual-clock 0 --cost 2
 want "refund, a key not held" 0 "allowed remaining=1 reset_ms=60000"
 sl refund k --policy "$P" --store memory: --manual-clock 1000 --cost 1 --json
 want "refund --json" 0 \
-    '{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":59000,"shadow_denied":false}'
+    '{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":59000,"shadow_denied":false,"local":false}'
 sl reset k --policy "$P" --store memory: --manual-clock 0
 want "reset, memory:" 0 "allowed remaining=1 reset_ms=60000"
 sl reset --key -dash --policy "$P" --store memory: --manual-clock 0 --json
 want "reset --key --json" 0 \
-    '{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":60000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":60000,"shadow_denied":false}'
+    '{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":60000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":60000,"shadow_denied":false,"local":false}'
 sl peek q --policy "$L" --store memory: --manual-clock 0
 want "peek, a leaky bucket: delay_ms as check" 0 "allowed remaining=1 reset_ms=1000 delay_ms=0"
 
@@ -287,7 +287,7 @@ sl check s --policy "$SH" --store "$SS" --manual-clock 0
 want "check, shadow 3: shadow_denied=1" 0 "allowed remaining=2 reset_ms=60000 shadow_denied=1"
 sl check s --policy "$SH" --store "$SS" --manual-clock 0 --json
 want "check --json, shadow 4" 0 \
-    '{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":60000,"delay_ms":0,"limit":5,"enforced":true,"part":0,"part_reset_ms":60000,"shadow_denied":true}'
+    '{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":60000,"delay_ms":0,"limit":5,"enforced":true,"part":0,"part_reset_ms":60000,"shadow_denied":true,"local":false}'
 # a cost above a shadow part's limit is its denial, not an error (the
 # largest cost is the least limit of the enforced parts): on a fresh key
 sl peek s --policy "$SH" --store memory: --manual-clock 0 --cost 3
@@ -356,7 +356,7 @@ sl peek v --policy "$P" --store "$V" --manual-clock 0
 want "verbs: peek, denied" 1 "denied retry_after_ms=60000 remaining=0 reset_ms=60000"
 sl peek v --policy "$P" --store "$V" --manual-clock 1000 --json
 want "verbs: peek --json, denied" 1 \
-    '{"allowed":false,"remaining":0,"retry_after_ms":59000,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":59000,"shadow_denied":false}'
+    '{"allowed":false,"remaining":0,"retry_after_ms":59000,"reset_ms":59000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":59000,"shadow_denied":false,"local":false}'
 sl check v --policy "$P" --store "$V" --manual-clock 0
 want "verbs: check, denied" 1 "denied retry_after_ms=60000 remaining=0 reset_ms=60000"
 # refund gives back: the count 2 -> 1, so a request of cost 1 would be
@@ -369,7 +369,7 @@ sl check v --policy "$P" --store "$V" --manual-clock 0
 want "verbs: check, denied again" 1 "denied retry_after_ms=60000 remaining=0 reset_ms=60000"
 sl refund v --policy "$P" --store "$V" --manual-clock 0 --cost 2 --json
 want "verbs: refund 2 --json" 0 \
-    '{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":60000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":60000,"shadow_denied":false}'
+    '{"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":60000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":60000,"shadow_denied":false,"local":false}'
 # reset makes fresh: the window's count 0 again
 sl check v --policy "$P" --store "$V" --manual-clock 0 --cost 2
 want "verbs: check 2 after the refunds" 0 "allowed remaining=0 reset_ms=60000"

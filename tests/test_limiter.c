@@ -633,7 +633,32 @@ TEST(errors_have_names) {
     CHECK(strlen(sluice_strerror(-999)) > 0);
 }
 
-TEST_MAIN(threads_token_bucket_exact, threads_leaky_bucket_exact, threads_fixed_window_exact,
+/* Every field of every verb's decision is filled, local (false) too, over
+ * whatever the caller's struct held. */
+TEST(decisions_are_not_local) {
+    static const char *const specs[] = {STORE_TEST_SPECS STORE_TEST_SHADOW_SPECS};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        sluice_clock *c = sluice_clock_manual_new(1000);
+        sluice_limiter *l = make(specs[i], c);
+        REQUIRE(l != NULL);
+        for (int verb = 0; verb < 5; verb++) {
+            sluice_decision d;
+            memset(&d, 0xa5, sizeof d);
+            int rc = verb == 0   ? sluice_acquire_at(l, 1, 1000, &d)
+                     : verb == 1 ? sluice_peek_at(l, 1, 1000, &d)
+                     : verb == 2 ? sluice_refund_at(l, 1, 1000, &d)
+                     : verb == 3 ? sluice_acquire(l, 1, &d)
+                                 : sluice_reset(l, &d);
+            CHECK_EQ(rc, 0);
+            if (d.local != false) fprintf(stderr, "%s, verb %d: local is not false\n", specs[i], verb);
+            CHECK(d.local == false);
+        }
+        sluice_limiter_free(l);
+        sluice_clock_free(c);
+    }
+}
+
+TEST_MAIN(decisions_are_not_local, threads_token_bucket_exact, threads_leaky_bucket_exact, threads_fixed_window_exact,
           threads_sliding_window_exact, threads_sliding_log_exact, threads_composite_exact,
           threads_token_bucket_moving_exact, threads_seed_100_of_400, threads_random_costs_never_over,
           threads_composite_consumes_all_or_nothing, wait_sleeps_exactly_the_retry,

@@ -207,7 +207,7 @@ vb "verbs: check" 0 "allowed remaining=1 reset_ms=3600000" check k --policy "$T"
 vb "verbs: peek" 0 "allowed remaining=0 reset_ms=7200000" peek k --policy "$T"
 vb "verbs: peek --cost 2" 1 "denied retry_after_ms=3600000 remaining=1 reset_ms=3600000" peek k --policy "$T" --cost 2
 vb "verbs: peek --json" 0 \
-    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":7200000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":7200000,"shadow_denied":false}' \
+    '{"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":7200000,"delay_ms":0,"limit":2,"enforced":true,"part":0,"part_reset_ms":7200000,"shadow_denied":false,"local":false}' \
     peek k --policy "$T" --json
 vb "verbs: peek of a key not held" 0 "allowed remaining=1 reset_ms=3600000" peek nobody --policy "$T"
 [[ $(names verbs:) -eq 1 ]] || fail "verbs: peeks changed the names held: $(names verbs:), want 1"

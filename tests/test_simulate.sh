@@ -662,10 +662,10 @@ bad_args "--policy, a bad SPEC" 'bad SPEC: at 0: unknown algorithm "fixd-window"
 #        reset 1. Denied: remaining 0 (part 0, limit 3), retry 990, reset 990.
 printf '0 c\n0 c\n10 c\n10 c\n' >"$tmp/in"
 cat >"$tmp/want" <<'EOF'
-{"t":0,"key":"c","cost":1,"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":1000,"delay_ms":0,"limit":2,"part":1,"part_reset_ms":1,"enforced":true,"shadow_denied":false}
-{"t":0,"key":"c","cost":1,"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":1000,"delay_ms":0,"limit":2,"part":1,"part_reset_ms":2,"enforced":true,"shadow_denied":false}
-{"t":10,"key":"c","cost":1,"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":990,"delay_ms":0,"limit":3,"part":0,"part_reset_ms":990,"enforced":true,"shadow_denied":false}
-{"t":10,"key":"c","cost":1,"allowed":false,"remaining":0,"retry_after_ms":990,"reset_ms":990,"delay_ms":0,"limit":3,"part":0,"part_reset_ms":990,"enforced":true,"shadow_denied":false}
+{"t":0,"key":"c","cost":1,"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":1000,"delay_ms":0,"limit":2,"part":1,"part_reset_ms":1,"enforced":true,"shadow_denied":false,"local":false}
+{"t":0,"key":"c","cost":1,"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":1000,"delay_ms":0,"limit":2,"part":1,"part_reset_ms":2,"enforced":true,"shadow_denied":false,"local":false}
+{"t":10,"key":"c","cost":1,"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":990,"delay_ms":0,"limit":3,"part":0,"part_reset_ms":990,"enforced":true,"shadow_denied":false,"local":false}
+{"t":10,"key":"c","cost":1,"allowed":false,"remaining":0,"retry_after_ms":990,"reset_ms":990,"delay_ms":0,"limit":3,"part":0,"part_reset_ms":990,"enforced":true,"shadow_denied":false,"local":false}
 EOF
 C2='fixed-window limit=3 window=1s; token-bucket capacity=2 rate=1/ms'
 ok "--json" --json "$C2"
@@ -676,9 +676,9 @@ sim --json 'token-bucket capacity=2 rate=1/s'
 [[ $rc -eq 0 ]] || fail "--json, verb lines: exit $rc: $(cat "$tmp/err")"
 sed -n '2p;6p;10p' "$tmp/out" >"$tmp/got"
 cat >"$tmp/want" <<'EOF'
-{"t":0,"key":"a","verb":"peek","cost":2,"allowed":false,"remaining":1,"retry_after_ms":1000,"reset_ms":1000,"delay_ms":0,"limit":2,"part":0,"part_reset_ms":1000,"enforced":true,"shadow_denied":false}
-{"t":0,"key":"a","verb":"refund","cost":1,"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":2000,"delay_ms":0,"limit":2,"part":0,"part_reset_ms":2000,"enforced":true,"shadow_denied":false}
-{"t":500,"key":"a","verb":"reset","cost":1,"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":1000,"delay_ms":0,"limit":2,"part":0,"part_reset_ms":1000,"enforced":true,"shadow_denied":false}
+{"t":0,"key":"a","verb":"peek","cost":2,"allowed":false,"remaining":1,"retry_after_ms":1000,"reset_ms":1000,"delay_ms":0,"limit":2,"part":0,"part_reset_ms":1000,"enforced":true,"shadow_denied":false,"local":false}
+{"t":0,"key":"a","verb":"refund","cost":1,"allowed":true,"remaining":0,"retry_after_ms":0,"reset_ms":2000,"delay_ms":0,"limit":2,"part":0,"part_reset_ms":2000,"enforced":true,"shadow_denied":false,"local":false}
+{"t":500,"key":"a","verb":"reset","cost":1,"allowed":true,"remaining":1,"retry_after_ms":0,"reset_ms":1000,"delay_ms":0,"limit":2,"part":0,"part_reset_ms":1000,"enforced":true,"shadow_denied":false,"local":false}
 EOF
 cmp -s "$tmp/want" "$tmp/got" || fail "--json, verb lines: $(diff "$tmp/want" "$tmp/got")"
 [[ $(wc -l <"$tmp/out") -eq 13 && $(grep -c '"verb"' "$tmp/out") -eq 7 ]] ||
@@ -701,7 +701,7 @@ import json, sys
 for n, line in enumerate(open(sys.argv[1]), 1):
     d = json.loads(line)
     assert list(d) == ["t", "key", "cost", "allowed", "remaining", "retry_after_ms", "reset_ms",
-                       "delay_ms", "limit", "part", "part_reset_ms", "enforced", "shadow_denied"], list(d)
+                       "delay_ms", "limit", "part", "part_reset_ms", "enforced", "shadow_denied", "local"], list(d)
     print("t=%d key=%s cost=%d allowed=%d remaining=%d retry_after_ms=%d reset_ms=%d delay_ms=%d" % (
         d["t"], d["key"], d["cost"], d["allowed"], d["remaining"], d["retry_after_ms"],
         d["reset_ms"], d["delay_ms"]))

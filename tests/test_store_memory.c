@@ -961,7 +961,15 @@ TEST(threads_mixing_acquires_and_refunds_stay_within_the_limit) {
     }
 }
 
-TEST_MAIN(per_key_state_is_independent, keys_are_binary_safe, bad_urls_and_options,
+/* Every field of every verb's decision is filled, local too. */
+TEST(decisions_are_not_local) {
+    sluice_store *s = open_store("memory:", NULL);
+    REQUIRE(s);
+    check_decisions_not_local(s);
+    sluice_store_close(s);
+}
+
+TEST_MAIN(decisions_are_not_local, per_key_state_is_independent, keys_are_binary_safe, bad_urls_and_options,
           full_store_refuses_new_keys_changing_nothing, full_store_evicts_least_recently_used,
           eviction_spares_the_key_in_use, new_key_fresh_soonest_is_forgotten_not_an_older_key_evicted,
           changed_configuration_keeps_usage, verbs_add_no_key_and_reset_forgets_any_configuration,

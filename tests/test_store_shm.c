@@ -1094,7 +1094,19 @@ TEST(must_exist_makes_nothing) {
     sluice_store_close(s);
 }
 
-TEST_MAIN(per_key_state_and_file_mode, policy_objects_past_the_cache_share_keys,
+/* Every field of every verb's decision is filled, local too. */
+TEST(decisions_are_not_local) {
+    char path[256], url[300];
+    tmp_path(path, sizeof path, "not-local.shm");
+    snprintf(url, sizeof url, "shm:%s", path);
+    sluice_store *s = open_store(url, NULL);
+    REQUIRE(s);
+    check_decisions_not_local(s);
+    sluice_store_close(s);
+    unlink(path);
+}
+
+TEST_MAIN(decisions_are_not_local, per_key_state_and_file_mode, policy_objects_past_the_cache_share_keys,
           threads_registering_policies_share_one_key, keys_are_binary_safe_up_to_key_bytes, bad_urls,
           conformance_with_memory_store, acquire_many_equals_one_acquire_at_each,
           keys_alike_in_their_first_word_stay_apart, negative_readings_are_decided_as_given,

@@ -103,7 +103,7 @@ typedef struct sluice__algo {
      * allowed and commit is set, updates *s; otherwise leaves *s untouched.
      * Returns 0, or SLUICE__EGROW when the request would be admitted but the
      * state needs room first (nothing changed, whatever commit). Sets
-     * d->part = 0, d->enforced = true, d->shadow_denied = false. */
+     * d->part = 0, d->enforced = true, d->shadow_denied = d->local = false. */
     int (*decide)(const sluice__params *p, sluice__state *s, int64_t now_ms, int64_t cost,
                   sluice_decision *d, int commit);
     /* Fills *d for the state as it is at now_ms, with no request: allowed =
@@ -216,6 +216,7 @@ static inline void sluice__gcra_allowed(const sluice__params *p, int64_t b, int6
     d->allowed = true;
     d->enforced = true;
     d->shadow_denied = false;
+    d->local = false;
     d->part = 0;
     /* plain divisions here measured faster than the multiplies (they run
      * after the CAS, overlapped with the caller's next work) */
@@ -230,6 +231,7 @@ static inline void sluice__gcra_denied(const sluice__params *p, int64_t b, int64
     d->allowed = false;
     d->enforced = true;
     d->shadow_denied = false;
+    d->local = false;
     d->part = 0;
     d->remaining = b <= p->tau ? (int64_t)sluice__div_q(&p->by_p, (uint64_t)(p->tau - b)) : 0;
     /* b - tau > -need, so the sum is positive, and it fits (b <= INT64_MAX) */

@@ -30,6 +30,7 @@ static void fw_fill(const sluice__params *p, int64_t K, int64_t count, int64_t n
     int64_t to_end = (K + 1) * p->window_ms - now_ms;
     d->enforced = true;
     d->shadow_denied = false;
+    d->local = false;
     d->part = 0;
     d->limit = p->limit;
     d->remaining = p->limit - count;

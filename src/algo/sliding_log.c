@@ -68,6 +68,7 @@ static void log_fill(const sluice__params *p, int64_t used, int64_t newest_ms, i
                      sluice_decision *d) {
     d->enforced = true;
     d->shadow_denied = false;
+    d->local = false;
     d->part = 0;
     d->limit = p->limit;
     d->remaining = p->limit - used;

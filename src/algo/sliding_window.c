@@ -60,6 +60,7 @@ static void sw_fill(const sluice__params *p, const sw_view *v, int64_t cur, int6
     int64_t rem = p->limit - cur - carried;
     d->enforced = true;
     d->shadow_denied = false;
+    d->local = false;
     d->part = 0;
     d->limit = p->limit;
     d->remaining = rem > 0 ? rem : 0;

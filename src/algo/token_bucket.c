@@ -17,6 +17,7 @@ static void gcra_far(const sluice__params *p, sluice__i128 b, int64_t cost, slui
     d->part = 0;
     d->enforced = true;
     d->shadow_denied = false;
+    d->local = false;
     d->limit = p->limit;
     d->allowed = false;
     d->remaining = 0;
@@ -46,6 +47,7 @@ void sluice__gcra_peek(const sluice__params *p, const sluice__state *s, int64_t 
     d->allowed = false;
     d->enforced = true;
     d->shadow_denied = false;
+    d->local = false;
     d->part = 0;
     d->limit = p->limit;
     d->remaining = b <= p->tau ? (int64_t)((p->tau - b) / p->p) : 0;
