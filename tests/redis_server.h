@@ -332,6 +332,7 @@ static int rs_start_(rs_group *g, int i) {
     argv[n++] = "--appendonly", argv[n++] = "no";
     argv[n++] = "--dir", argv[n++] = g->dir;
     argv[n++] = "--hz", argv[n++] = "50"; /* active expiry 5x as often */
+    argv[n++] = "--enable-debug-command", argv[n++] = "local"; /* DEBUG SLEEP: a server busy past a timeout */
     if (s->cluster) {
         argv[n++] = "--cluster-enabled", argv[n++] = "yes";
         argv[n++] = "--cluster-config-file", argv[n++] = conf;

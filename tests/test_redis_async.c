@@ -3,9 +3,11 @@
  * of redis_async_scenarios.h; a loop that refuses to watch the store's fd
  * (every call fails as on_error says, once, and nothing is left); the
  * cache of denials answering calls with no round trip; on_error=local
- * deciding them while the server is down; and a three-node cluster,
- * where a random trace gives the blocking store's decisions, also with the store's slot map wrong (every slot on the first
- * node: each call follows MOVED, learning the map) and SCRIPT FLUSH. */
+ * deciding them while the server is down; a server busy past the calls'
+ * timeout (DEBUG SLEEP); and a three-node cluster, where a random trace
+ * gives the blocking store's decisions, also with the store's slot map
+ * wrong (every slot on the first node: each call follows MOVED, learning
+ * the map) and SCRIPT FLUSH. */
 #define _GNU_SOURCE
 #pragma GCC diagnostic ignored "-Wunused-function" /* the headers' helpers this test does not use */
 #include "loop_poll.h"
@@ -103,6 +105,52 @@ TEST(poll_local_limit) {
     rs_group_close(&g);
 }
 
+/* A server busy past the calls' timeout (DEBUG SLEEP 3, sent on a
+ * connection of the test's own, its reply not awaited): every call in
+ * flight gets on_error's decision once, after timeout_ms and long before
+ * the server answers again; later the store decides with the server. */
+TEST(poll_debug_sleep_times_calls_out) {
+    enum { TIMEOUT_MS = 200, N = 6, SLEEP_MS = 3000 };
+    sluice_store *s = ra_open("on_error=deny&timeout_ms=200&connect_timeout_ms=200&prefix=ds:", NULL);
+    sluice_policy *p = policy("ds", "token-bucket capacity=100 rate=1/s");
+    REQUIRE(s && p);
+    REQUIRE(poll_loop.attach(s) == 0);
+    call_rec r;
+    one_call(s, p, "k", TRACE_ACQUIRE, 1, &r);
+    CHECK(r.rc == 0 && r.d.enforced && r.d.allowed);
+    redisContext *busy = redisConnect("127.0.0.1", ra_port());
+    REQUIRE(busy && !busy->err);
+    int done = 0;
+    CHECK_EQ(redisAppendCommand(busy, "DEBUG SLEEP %d", SLEEP_MS / 1000), REDIS_OK);
+    while (!done) CHECK_EQ(redisBufferWrite(busy, &done), REDIS_OK);
+    int64_t t0 = rs_now_ms();
+    call_rec recs[N];
+    memset(recs, 0, sizeof recs);
+    for (int i = 0; i < N; i++) CHECK_EQ(sluice_store_acquire_async(s, p, "k", 1, 1, rec_cb, &recs[i]), 0);
+    recs_ctx ctx = {recs, N};
+    CHECK(poll_loop.run_until(all_called, &ctx, SLEEP_MS + 2000));
+    int64_t took = rs_now_ms() - t0;
+    for (int i = 0; i < N; i++) {
+        CHECK_EQ(recs[i].calls, 1);
+        CHECK(recs[i].rc == 0 && !recs[i].d.allowed && !recs[i].d.enforced);
+    }
+    if (took < TIMEOUT_MS - 5 || took >= SLEEP_MS) fprintf(stderr, "debug sleep: calls back after %lld ms\n", (long long)took);
+    CHECK(took >= TIMEOUT_MS - 5 && took < SLEEP_MS); /* by their timeout, not by the server's answer */
+    redisReply *reply = NULL;
+    CHECK_EQ(redisGetReply(busy, (void **)&reply), REDIS_OK); /* the sleep is over */
+    if (reply) freeReplyObject(reply);
+    redisFree(busy);
+    int back = 0;
+    for (int tries = 0; tries < 100 && !back; tries++) {
+        one_call(s, p, "k", TRACE_ACQUIRE, 1, &r);
+        back = r.rc == 0 && r.d.enforced;
+        if (!back) usleep(20000);
+    }
+    CHECK(back);
+    sluice_store_close(s);
+    sluice_policy_free(p);
+}
+
 /* A loop whose watch always refuses. */
 static int refusing_watch(void *user, int fd, int events) {
     (void)user, (void)fd;
@@ -179,4 +227,4 @@ TEST(poll_cluster_stop) {
 }
 
 TEST_MAIN(poll_trace_equals_blocking, poll_script_flush_mid_run, poll_pipelined_burst, poll_retune, poll_detach_cancels,
-          poll_chained_calls, poll_server_faults, poll_watch_refused, poll_cached_denials, poll_local_limit, poll_stop_servers, poll_cluster_trace, poll_cluster_moved, poll_cluster_stop)
+          poll_chained_calls, poll_server_faults, poll_watch_refused, poll_cached_denials, poll_local_limit, poll_debug_sleep_times_calls_out, poll_stop_servers, poll_cluster_trace, poll_cluster_moved, poll_cluster_stop)
