@@ -105,12 +105,14 @@ TEST(poll_local_limit) {
     rs_group_close(&g);
 }
 
-/* A server busy past the calls' timeout (DEBUG SLEEP 3, sent on a
- * connection of the test's own, its reply not awaited): every call in
- * flight gets on_error's decision once, after timeout_ms and long before
- * the server answers again; later the store decides with the server. */
+/* A server busy past the calls' timeout (DEBUG SLEEP 5, sent on a
+ * connection of the test's own; the server known asleep once a PING on
+ * another gets no answer in 50 ms): every call in flight gets on_error's
+ * decision once, not before timeout_ms, and while the server still sleeps
+ * (the sleep's reply not yet come); later the store decides with the
+ * server again. */
 TEST(poll_debug_sleep_times_calls_out) {
-    enum { TIMEOUT_MS = 200, N = 6, SLEEP_MS = 3000 };
+    enum { TIMEOUT_MS = 200, N = 6 };
     sluice_store *s = ra_open("on_error=deny&timeout_ms=200&connect_timeout_ms=200&prefix=ds:", NULL);
     sluice_policy *p = policy("ds", "token-bucket capacity=100 rate=1/s");
     REQUIRE(s && p);
@@ -121,21 +123,37 @@ TEST(poll_debug_sleep_times_calls_out) {
     redisContext *busy = redisConnect("127.0.0.1", ra_port());
     REQUIRE(busy && !busy->err);
     int done = 0;
-    CHECK_EQ(redisAppendCommand(busy, "DEBUG SLEEP %d", SLEEP_MS / 1000), REDIS_OK);
+    CHECK_EQ(redisAppendCommand(busy, "DEBUG SLEEP 5"), REDIS_OK);
     while (!done) CHECK_EQ(redisBufferWrite(busy, &done), REDIS_OK);
+    int asleep = 0;
+    for (int tries = 0; tries < 100 && !asleep; tries++) {
+        struct timeval tv = {0, 50000};
+        redisContext *probe = redisConnectWithTimeout("127.0.0.1", ra_port(), tv);
+        if (probe && !probe->err && redisSetTimeout(probe, tv) == REDIS_OK) {
+            redisReply *pong = redisCommand(probe, "PING");
+            asleep = pong == NULL;
+            if (pong) freeReplyObject(pong);
+        }
+        if (probe) redisFree(probe);
+    }
+    REQUIRE(asleep);
     int64_t t0 = rs_now_ms();
     call_rec recs[N];
     memset(recs, 0, sizeof recs);
     for (int i = 0; i < N; i++) CHECK_EQ(sluice_store_acquire_async(s, p, "k", 1, 1, rec_cb, &recs[i]), 0);
     recs_ctx ctx = {recs, N};
-    CHECK(poll_loop.run_until(all_called, &ctx, SLEEP_MS + 2000));
+    CHECK(poll_loop.run_until(all_called, &ctx, 10000));
     int64_t took = rs_now_ms() - t0;
+    struct pollfd pf = {.fd = busy->fd, .events = POLLIN};
+    int still_asleep = poll(&pf, 1, 0) == 0; /* the sleep's reply not come yet */
     for (int i = 0; i < N; i++) {
         CHECK_EQ(recs[i].calls, 1);
         CHECK(recs[i].rc == 0 && !recs[i].d.allowed && !recs[i].d.enforced);
     }
-    if (took < TIMEOUT_MS - 5 || took >= SLEEP_MS) fprintf(stderr, "debug sleep: calls back after %lld ms\n", (long long)took);
-    CHECK(took >= TIMEOUT_MS - 5 && took < SLEEP_MS); /* by their timeout, not by the server's answer */
+    if (took < TIMEOUT_MS - 5 || !still_asleep)
+        fprintf(stderr, "debug sleep: calls back after %lld ms, the server %s\n", (long long)took,
+                still_asleep ? "asleep" : "awake again");
+    CHECK(took >= TIMEOUT_MS - 5 && still_asleep); /* by their timeout, not by the server's answer */
     redisReply *reply = NULL;
     CHECK_EQ(redisGetReply(busy, (void **)&reply), REDIS_OK); /* the sleep is over */
     if (reply) freeReplyObject(reply);
