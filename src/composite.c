@@ -121,6 +121,12 @@ void sluice__policy_peek(const sluice_policy *p, sluice__state *states, int64_t 
     d->shadow_denied = shadow_denied;
 }
 
+void sluice__policy_peek_fresh(const sluice_policy *p, int64_t now_ms, int64_t cost, sluice_decision *d) {
+    sluice__state st[SLUICE_POLICY_MAX_PARTS];
+    for (size_t i = 0; i < p->n_parts; i++) p->algo[i]->init(&p->params[i], &st[i]);
+    sluice__policy_peek(p, st, now_ms, cost, d);
+}
+
 void sluice__policy_refund(const sluice_policy *p, sluice__state *states, int64_t now_ms, int64_t cost) {
     for (size_t i = 0; i < p->n_parts; i++) p->algo[i]->refund(&p->params[i], &states[i], now_ms, cost);
 }

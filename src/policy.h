@@ -41,6 +41,9 @@ int sluice__policy_decide_grow(const sluice_policy *p, sluice__state *states, in
  * that would need room first decides as if it had it). */
 void sluice__policy_peek(const sluice_policy *p, sluice__state *states, int64_t now_ms, int64_t cost,
                          sluice_decision *d);
+/* The decision a request of cost would get from fresh states (what a
+ * store answers a peek, or a refund or reset, of a key it does not hold). */
+void sluice__policy_peek_fresh(const sluice_policy *p, int64_t now_ms, int64_t cost, sluice_decision *d);
 /* Gives cost back to every part (each algorithm's refund). */
 void sluice__policy_refund(const sluice_policy *p, sluice__state *states, int64_t now_ms, int64_t cost);
 /* How long until every part is fresh, shadow parts too (a decision's

@@ -223,9 +223,7 @@ static __attribute__((noinline)) int verb_locked(memory_store *m, prepared *q, i
     if (now_ms < sh->now_ms) now_ms = sh->now_ms; /* never before a forgetting */
     slot *s = sluice__mem_find_locked(sh, q->h, q->nid, &q->k, &i);
     if (!s && verb != VERB_ACQUIRE) { /* none added: a fresh state's answer */
-        sluice__state st[SLUICE_POLICY_MAX_PARTS];
-        for (size_t k = 0; k < r->policy.n_parts; k++) r->policy.algo[k]->init(&r->policy.params[k], &st[k]);
-        sluice__policy_peek(&r->policy, st, now_ms, verb == SLUICE__VERB_PEEK ? cost : 1, d);
+        sluice__policy_peek_fresh(&r->policy, now_ms, verb == SLUICE__VERB_PEEK ? cost : 1, d);
         goto done;
     }
     if (!s) {
@@ -340,9 +338,7 @@ static int mem_operate_at(sluice_store *s, const sluice_policy *p, const void *k
         sluice__mem_remove(m, q.sh, i);
     }
     sluice__lock_give(&q.sh->lock);
-    sluice__state st[SLUICE_POLICY_MAX_PARTS];
-    for (size_t k = 0; k < q.r->policy.n_parts; k++) q.r->policy.algo[k]->init(&q.r->policy.params[k], &st[k]);
-    sluice__policy_peek(&q.r->policy, st, now_ms, 1, d);
+    sluice__policy_peek_fresh(&q.r->policy, now_ms, 1, d);
     sluice__decision_lag(d, now_ms - reading_ms);
     return 0;
 }

@@ -399,10 +399,7 @@ static __attribute__((cold, noinline)) int damaged(shm_store *m, const shm_polic
 /* The answer for a key the store does not hold: as a fresh state's (the
  * decision of a peek, or a peek of cost 1 after a refund or reset). */
 static void fresh_answer(const shm_policy *sp, int verb, int64_t cost, int64_t now_ms, sluice_decision *d) {
-    sluice__state st[SLUICE_POLICY_MAX_PARTS];
-    const sluice_policy *p = &sp->policy;
-    for (size_t i = 0; i < p->n_parts; i++) p->algo[i]->init(&p->params[i], &st[i]);
-    sluice__policy_peek(p, st, now_ms, verb == SLUICE__VERB_PEEK ? cost : 1, d);
+    sluice__policy_peek_fresh(&sp->policy, now_ms, verb == SLUICE__VERB_PEEK ? cost : 1, d);
 }
 
 /* Applies verb (VERB_ACQUIRE, or SLUICE__VERB_PEEK, _REFUND) to the
