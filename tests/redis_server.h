@@ -199,6 +199,21 @@ static long long rs_int(int port, const char *fmt, ...) {
     return v;
 }
 
+/* How many times the server at port ran cmd ("evalsha", "zadd"), from INFO
+ * commandstats (0 when never), or -1. */
+static inline long long rs_calls(int port, const char *cmd) { /* inline: not every test uses it */
+    redisReply *r = rs_cmd(port, "INFO commandstats");
+    long long n = -1;
+    char want[64];
+    snprintf(want, sizeof want, "cmdstat_%s:calls=", cmd);
+    if (r && r->type == REDIS_REPLY_STRING) {
+        const char *at = strstr(r->str, want);
+        n = at ? atoll(at + strlen(want)) : 0;
+    }
+    if (r) freeReplyObject(r);
+    return n;
+}
+
 static int rs_ping(int port) {
     redisContext *c = rs_connect(port, 200);
     if (!c) return 0;

@@ -25,18 +25,6 @@ static void one_call(sluice_store *s, const sluice_policy *p, const char *key, i
     CHECK(poll_loop.run_until(all_called, &ctx, 5000));
 }
 
-/* EVALSHA calls the test's server ran (INFO commandstats). */
-static long long evalsha_calls(void) {
-    redisReply *rp = rs_cmd(ra_port(), "INFO commandstats");
-    long long n = -1;
-    if (rp && rp->type == REDIS_REPLY_STRING) {
-        const char *at = strstr(rp->str, "cmdstat_evalsha:calls=");
-        n = at ? atoll(at + strlen("cmdstat_evalsha:calls=")) : 0;
-    }
-    if (rp) freeReplyObject(rp);
-    return n;
-}
-
 /* The cache of denials answers non-blocking calls too: a key the server
  * denied is denied again with no round trip (on the loop's next turn),
  * its wait counting down; a refund through the store clears it. */
@@ -52,14 +40,14 @@ TEST(poll_cached_denials) {
     one_call(s, p, "k", TRACE_ACQUIRE, 1, &r);
     CHECK(r.rc == 0 && !r.d.allowed && r.d.enforced);
     int64_t retry = r.d.retry_after_ms;
-    long long scripts = evalsha_calls();
+    long long scripts = rs_calls(ra_port(), "evalsha");
     for (int i = 1; i <= 5; i++) {
         sluice_clock_manual_advance(c, 1000);
         one_call(s, p, "k", TRACE_ACQUIRE, 1, &r);
         CHECK(r.rc == 0 && !r.d.allowed && r.d.enforced && !r.d.local);
         CHECK_EQ(r.d.retry_after_ms, retry - 1000 * i);
     }
-    CHECK_EQ(evalsha_calls(), scripts); /* no round trip */
+    CHECK_EQ(rs_calls(ra_port(), "evalsha"), scripts); /* no round trip */
     sluice_stats st;
     CHECK_EQ(sluice_store_stats(s, &st), 0);
     CHECK_EQ(st.cached_denials, 5);
@@ -67,7 +55,7 @@ TEST(poll_cached_denials) {
     CHECK_EQ(r.rc, 0);
     one_call(s, p, "k", TRACE_ACQUIRE, 1, &r);
     CHECK(r.rc == 0 && r.d.allowed); /* the server's, after the refund */
-    CHECK_EQ(evalsha_calls(), scripts + 2);
+    CHECK_EQ(rs_calls(ra_port(), "evalsha"), scripts + 2);
     sluice_store_close(s);
     sluice_policy_free(p);
     sluice_clock_free(c);

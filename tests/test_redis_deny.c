@@ -36,18 +36,6 @@ static const char *url_of(char *buf, size_t len, int port, const char *params) {
     return buf;
 }
 
-/* EVALSHA calls the server at port ran (INFO commandstats), or -1. */
-static long long scripts_run(int port) {
-    redisReply *r = rs_cmd(port, "INFO commandstats");
-    long long n = -1;
-    if (r && r->type == REDIS_REPLY_STRING) {
-        const char *at = strstr(r->str, "cmdstat_evalsha:calls=");
-        n = at ? atoll(at + strlen("cmdstat_evalsha:calls=")) : 0;
-    }
-    if (r) freeReplyObject(r);
-    return n;
-}
-
 /* Two servers: the cached store's and the reference's (deny_cache=0). */
 typedef struct {
     rs_group g;
@@ -166,11 +154,11 @@ static void exact_body(pair_of_servers *ps, const char *tag, const char *cache_p
         snprintf(params, sizeof params, "clock=client&prefix=e%llu%s:&deny_cache=0", (unsigned long long)seed, tag);
         u.plain = open_store(url_of(url, sizeof url, ps->g.s[ps->b].port, params), u.clock);
         REQUIRE(u.clock && u.cached && u.plain);
-        long long calls_a = scripts_run(ps->g.s[ps->a].port), calls_b = scripts_run(ps->g.s[ps->b].port);
+        long long calls_a = rs_calls(ps->g.s[ps->a].port, "evalsha"), calls_b = rs_calls(ps->g.s[ps->b].port, "evalsha");
         duo_trace(&u, seed, (long)(6000 * test_scale_sanitized(0.25)));
         CHECK_EQ(u.failures, 0);
         sluice_stats c = stats(u.cached), pl = stats(u.plain);
-        long long ran_a = scripts_run(ps->g.s[ps->a].port) - calls_a, ran_b = scripts_run(ps->g.s[ps->b].port) - calls_b;
+        long long ran_a = rs_calls(ps->g.s[ps->a].port, "evalsha") - calls_a, ran_b = rs_calls(ps->g.s[ps->b].port, "evalsha") - calls_b;
         CHECK_EQ(c.allowed, pl.allowed);
         CHECK_EQ(c.denied, pl.denied);
         CHECK_EQ(c.shadow_denied, pl.shadow_denied);
@@ -215,7 +203,7 @@ static void countdown_body(int port) {
     CHECK_EQ(d.reset_ms, 1000); /* the window's */
     CHECK_EQ(d.part, 0);
     CHECK_EQ(d.part_reset_ms, 200);
-    long long before = scripts_run(port);
+    long long before = rs_calls(port, "evalsha");
     for (int64_t t = 1000; t < 1100; t += 7) {
         memset(&d, 0x5a, sizeof d);
         CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, t, &d), 0);
@@ -227,23 +215,23 @@ static void countdown_body(int port) {
         CHECK_EQ(d.limit, 2);
         CHECK_EQ(d.delay_ms, 0);
     }
-    CHECK_EQ(scripts_run(port), before); /* no round trip */
+    CHECK_EQ(rs_calls(port, "evalsha"), before); /* no round trip */
     CHECK_EQ(stats(s).cached_denials, 15);
     CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 1100, &d), 0); /* the retry: the server admits */
     CHECK(d.allowed);
-    CHECK_EQ(scripts_run(port), before + 1);
+    CHECK_EQ(rs_calls(port, "evalsha"), before + 1);
     /* a reading behind the store's time (another key admitted later):
      * decided at the store's time, the waits counted from the reading */
     CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 1100, &d), 0);
     CHECK(!d.allowed);
     CHECK_EQ(sluice_store_acquire_at(s, p, "other", 5, 1, 1150, &d), 0);
     CHECK(d.allowed);
-    before = scripts_run(port);
+    before = rs_calls(port, "evalsha");
     CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 1120, &d), 0);
     CHECK(!d.allowed);
     CHECK_EQ(d.retry_after_ms, 1200 - 1150 + 30);
     CHECK_EQ(d.reset_ms, 2000 - 1150 + 30);
-    CHECK_EQ(scripts_run(port), before);
+    CHECK_EQ(rs_calls(port, "evalsha"), before);
     /* a denial of cost 2 is answered here only while cost 1 is denied too:
      * after that the server says what is left (remaining 1) */
     sluice_policy *p3 = policy("cd3", "token-bucket capacity=3 rate=1/100ms");
@@ -253,17 +241,17 @@ static void countdown_body(int port) {
     CHECK_EQ(sluice_store_acquire_at(s, p3, "k", 1, 2, 5000, &d), 0);
     CHECK(!d.allowed);
     CHECK_EQ(d.retry_after_ms, 200);
-    before = scripts_run(port);
+    before = rs_calls(port, "evalsha");
     CHECK_EQ(sluice_store_acquire_at(s, p3, "k", 1, 2, 5099, &d), 0);
     CHECK(!d.allowed);
     CHECK_EQ(d.retry_after_ms, 101);
     CHECK_EQ(d.remaining, 0);
-    CHECK_EQ(scripts_run(port), before);
+    CHECK_EQ(rs_calls(port, "evalsha"), before);
     CHECK_EQ(sluice_store_acquire_at(s, p3, "k", 1, 2, 5100, &d), 0);
     CHECK(!d.allowed);
     CHECK_EQ(d.remaining, 1);
     CHECK_EQ(d.retry_after_ms, 100);
-    CHECK_EQ(scripts_run(port), before + 1);
+    CHECK_EQ(rs_calls(port, "evalsha"), before + 1);
     sluice_policy_free(p3);
     sluice_policy_free(p);
     sluice_store_close(s);
@@ -304,10 +292,10 @@ static void clears_body(int port) {
     int64_t cached = stats(s).cached_denials;
     CHECK(cached >= 1);
     CHECK_EQ(sluice_store_refund_at(s, p, "k", 1, 1, 10, &d), 0);
-    long long before = scripts_run(port);
+    long long before = rs_calls(port, "evalsha");
     CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 10, &d), 0);
     CHECK(d.allowed);
-    CHECK_EQ(scripts_run(port), before + 1);
+    CHECK_EQ(rs_calls(port, "evalsha"), before + 1);
     CHECK_EQ(stats(s).cached_denials, cached);
     /* a reset */
     deny_k(s, p, 20);
@@ -334,15 +322,15 @@ static void clears_body(int port) {
     deny_k(s, p, 1040);
     CHECK_EQ(sluice_store_acquire_at(other, p, "k", 1, 1, 2030, &d), 0);
     CHECK(d.allowed);
-    long long before_retry = scripts_run(port);
+    long long before_retry = rs_calls(port, "evalsha");
     CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 2030, &d), 0);
     CHECK(!d.allowed);
     CHECK_EQ(d.retry_after_ms, 1000);
-    CHECK_EQ(scripts_run(port), before_retry + 1);
+    CHECK_EQ(rs_calls(port, "evalsha"), before_retry + 1);
     CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 2031, &d), 0);
     CHECK(!d.allowed);
     CHECK_EQ(d.retry_after_ms, 999);
-    CHECK_EQ(scripts_run(port), before_retry + 1);
+    CHECK_EQ(rs_calls(port, "evalsha"), before_retry + 1);
     sluice_policy_free(p);
     sluice_store_close(s);
     sluice_store_close(other);
@@ -406,13 +394,13 @@ static void off_body(int port) {
     REQUIRE(s && p);
     sluice_decision d;
     CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, 0, &d), 0);
-    long long before = scripts_run(port);
+    long long before = rs_calls(port, "evalsha");
     for (int t = 0; t < 50; t++) {
         CHECK_EQ(sluice_store_acquire_at(s, p, "k", 1, 1, t, &d), 0);
         CHECK(!d.allowed);
         CHECK_EQ(d.retry_after_ms, 1000 - t);
     }
-    CHECK_EQ(scripts_run(port), before + 50);
+    CHECK_EQ(rs_calls(port, "evalsha"), before + 50);
     CHECK_EQ(stats(s).cached_denials, 0);
     CHECK_EQ(stats(s).denied, 50);
     sluice_policy_free(p);
@@ -447,7 +435,7 @@ static void flood_body(int port) {
         CHECK_EQ(sluice_store_acquire_at(s, p, key, (size_t)n, 1, 10, &d), 0); /* denied: cached */
         CHECK(!d.allowed);
     }
-    long long before = scripts_run(port);
+    long long before = rs_calls(port, "evalsha");
     int64_t cached = stats(s).cached_denials;
     for (int i = 0; i < N_FLOOD; i++) {
         int n = snprintf(key, sizeof key, "flood-%d", i);
@@ -455,7 +443,7 @@ static void flood_body(int port) {
         CHECK(!d.allowed && d.retry_after_ms == 3600000 - 20);
     }
     int64_t answered = stats(s).cached_denials - cached;
-    long long trips = scripts_run(port) - before;
+    long long trips = rs_calls(port, "evalsha") - before;
     if (answered > 8) fprintf(stderr, "flood: %lld denials answered by a cache of 8\n", (long long)answered);
     CHECK(answered >= 1 && answered <= 8);
     CHECK_EQ(trips + answered, N_FLOOD);

@@ -78,20 +78,6 @@ static int64_t wall_ms(void) {
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* INFO commandstats: calls of cmd ("zadd"), or -1. */
-static long long calls_of(int port, const char *cmd) {
-    redisReply *r = rs_cmd(port, "INFO commandstats");
-    long long n = -1;
-    char want[64];
-    snprintf(want, sizeof want, "cmdstat_%s:calls=", cmd);
-    if (r && r->type == REDIS_REPLY_STRING) {
-        const char *at = strstr(r->str, want);
-        n = at ? atoll(at + strlen(want)) : 0;
-    }
-    if (r) freeReplyObject(r);
-    return n;
-}
-
 /* ---- local_share ---- */
 
 TEST(local_share_and_bad_values) {
@@ -364,7 +350,7 @@ TEST(share_learned_from_instances_then_applied) {
             CHECK(!d.local);
         }
     CHECK_EQ(sluice_store_acquire_at(apart, p, "warm", 4, 1, 5, &d), 0);
-    CHECK_EQ(calls_of(port, "zadd"), 3 + 1 + 1); /* ghost, three stores, apart */
+    CHECK_EQ(rs_calls(port, "zadd"), 3 + 1 + 1); /* ghost, three stores, apart */
     CHECK_EQ(rs_int(port, "ZCARD lp:{instances}"), 3);
     CHECK_EQ(rs_int(port, "ZCARD other:{instances}"), 1);
     long long ttl = rs_int(port, "PTTL lp:{instances}");
@@ -374,7 +360,7 @@ TEST(share_learned_from_instances_then_applied) {
     /* (a key of its own: "warm" is denied by now, and a cached denial
      * makes no round trip to carry the registry's commands) */
     for (int i = 0; i < 3; i++) CHECK_EQ(sluice_store_acquire_at(s[i], p, "late", 4, 1, 5, &d), 0);
-    CHECK_EQ(calls_of(port, "zadd"), 3 + 1 + 1 + 3);
+    CHECK_EQ(rs_calls(port, "zadd"), 3 + 1 + 1 + 3);
     rs_signal(&g, a, SIGKILL);
     /* each store: its share 1/3 of the limit 10 for the key, 3 */
     for (int i = 0; i < 3; i++) {
